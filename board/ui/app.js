@@ -8,6 +8,7 @@
   var timer = 0;
   var hasData = false;
   var inflight = false;
+  var lastOk = '';
 
   function $(id) { return document.getElementById(id); }
   function set(id, text) { $(id).textContent = text; }
@@ -70,7 +71,7 @@
     // Only touch the live region when the message changes, so screen readers don't repeat it every 5 s.
     if (el.hidden || el.textContent !== msg) { el.textContent = msg; el.hidden = false; }
     document.body.classList.toggle('stale', hasData);
-    set('updated', hasData ? 'Showing last known values.' : 'No status data yet.');
+    set('updated', hasData ? 'Showing the values of ' + lastOk + '.' : 'No status data yet.');
   }
 
   function clearError() {
@@ -97,7 +98,8 @@
         render(st);
         hasData = true;
         clearError();
-        set('updated', 'Updated ' + new Date().toLocaleTimeString());
+        lastOk = new Date().toLocaleTimeString();
+        set('updated', 'Updated ' + lastOk);
       })
       .catch(function (err) {
         var msg = err && /^Status endpoint/.test(err.message) ? err.message
