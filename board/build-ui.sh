@@ -176,6 +176,6 @@ done
 for v in "$out"/*.gz "$out"/*.br; do
   [ -f "$v" ] || continue
   orig=${v%.*}
-  if [ -f "$orig" ] && [ "$v" -ot "$orig" ]; then touch -r "$orig" "$v"; fi
+  if [ -f "$orig" ] && [ -z "$(find "$v" -newer "$orig")" ]; then touch -r "$orig" "$v"; fi
 done
 echo "build-ui: rootfs-overlay/www/ is up to date"

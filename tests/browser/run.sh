@@ -18,6 +18,7 @@ START_DEADLINE=20 # seconds for the server to report its port
 
 tmp=''
 pid=''
+# shellcheck disable=SC2317 # called from the EXIT trap
 cleanup() {
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
     kill "$pid" 2>/dev/null
@@ -49,7 +50,7 @@ apt_install() {
 
 # 1. Tools: Debian's chromium, node, the pinned playwright-core.
 [ -x /usr/bin/chromium ] || apt_install chromium
-command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then apt_install nodejs npm; fi
 if [ ! -f "$here/node_modules/playwright-core/package.json" ]; then
   (cd "$here" && npm ci --no-audit --no-fund --loglevel=error >&2) || fail "npm ci failed"
 fi
