@@ -6,8 +6,7 @@
 # Env: MARMOSET_BIN (default ${CARGO_TARGET_DIR:-target}/release/marmoset,
 # built when missing). Last line: "N passed, M failed".
 set -u
-cd "$(dirname "$0")/../.."
-REPO=$(pwd)
+cd "$(dirname "$0")/../.." || exit 1
 
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   - $*"; }
@@ -177,6 +176,7 @@ exposure=$(systemd-analyze security --offline=yes --root="$R" marmoset.service 2
 echo "systemd-analyze security exposure: ${exposure:-?}"
 check "systemd exposure level below 2.0 (got ${exposure:-?})" \
 	awk -v e="${exposure:-99}" 'BEGIN { exit !(e < 2.0) }'
+# shellcheck disable=SC2016 # literal $MAINPID
 for k in NoNewPrivileges=yes ProtectSystem=strict ProtectHome=yes PrivateTmp=yes \
 	CapabilityBoundingSet=CAP_NET_BIND_SERVICE AmbientCapabilities=CAP_NET_BIND_SERVICE \
 	User=marmoset Group=marmoset Restart=on-failure 'ExecReload=/bin/kill -HUP $MAINPID'; do
