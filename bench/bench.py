@@ -1,0 +1,920 @@
+#!/usr/bin/env python3
+"""Marmoset benchmark driver (stdlib only).  Normally started by bench/run.sh,
+which installs the tools and builds marmoset first.
+
+Runs nginx, lighttpd, h2o and marmoset one at a time, in ROUNDS alternating
+rounds, with their Debian default configs changed only to listen on
+127.0.0.1:PORT, serve a temp docroot, log no accesses and use CPU-count
+workers.  Tests per server and round:
+  (a)  ab -k -c10 -n200000 /index.html  + wrk -t1 -c10 cross-check
+  (b)  siege -b -c500 on /linux.jpg     + wrk -t1 -c500 cross-check, RSS peak
+  (c)  1000 idle keep-alive connections held, RSS sampled
+  (a1) (a) again with one worker per server
+Then writes a markdown report (bench/results.md, or bench/out/results-smoke.md
+with BENCH_SMOKE=1) and prints it.
+
+Environment: ROUNDS (default 2; 1 with BENCH_SMOKE=1), BENCH_SMOKE=1,
+BENCH_AGG=median|best (default median), BENCH_SERVERS (default
+"nginx lighttpd h2o marmoset"), MARMOSET_BIN, MARMOSET_ARGS (extra flags),
+CARGO_TARGET_DIR, BENCH_RESULTS (report path).
+"""
+import datetime
+import json
+import os
+import platform
+import pwd
+import re
+import resource
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+OUT = os.path.join(HERE, "out")
+
+SMOKE = os.environ.get("BENCH_SMOKE") == "1"
+ROUNDS = int(os.environ.get("ROUNDS") or (1 if SMOKE else 2))
+AGG = os.environ.get("BENCH_AGG", "median")
+SERVERS = os.environ.get("BENCH_SERVERS", "nginx lighttpd h2o marmoset").split()
+CPUS = len(os.sched_getaffinity(0))
+TARGET_DIR = os.path.abspath(os.path.join(REPO, os.environ.get("CARGO_TARGET_DIR") or "target"))
+MARMOSET_BIN = os.environ.get("MARMOSET_BIN") or os.path.join(TARGET_DIR, "release", "marmoset")
+PYTHON = sys.executable or "python3"
+
+# test sizes: full run / smoke run
+AB_N = 20000 if SMOKE else 200000
+DUR = 2 if SMOKE else 10           # seconds for wrk and siege
+SMALL_C = 10
+BIG_C = 500
+IDLE_N = 1000
+IDLE_HOLD = 1.5 if SMOKE else 4.0
+HTML_SIZE, JPEG_SIZE = 1364, 204800
+MIB = 1024 * 1024
+CLK = os.sysconf("SC_CLK_TCK")
+
+NOTES = []          # problems seen during the run, printed in the report
+
+
+def note(msg):
+    NOTES.append(msg)
+    log("NOTE: " + msg)
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- /proc helpers
+
+def proc_children():
+    """pid -> list of child pids, for all processes."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+def tree_pids(root):
+    kids, out, todo = proc_children(), [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(kids.get(pid, []))
+    return out
+
+
+def tree_rss_kib(root):
+    """Sum of VmRSS (KiB) over the process tree rooted at root."""
+    total = 0
+    for pid in tree_pids(root):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+                        break
+        except OSError:
+            pass
+    return total
+
+
+def tree_cpu_s(root):
+    """utime+stime (+ reaped children) in seconds over the process tree."""
+    ticks = 0
+    for pid in tree_pids(root):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return ticks / CLK
+
+
+class RssSampler:
+    """Samples the tree RSS every 100 ms in a thread; .peak after stop()."""
+
+    def __init__(self, root):
+        self.root, self.samples = root, []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append(tree_rss_kib(self.root))
+            self._stop.wait(0.1)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+
+    @property
+    def peak(self):
+        return max(self.samples) if self.samples else None
+
+
+# ---------------------------------------------------------------- HTTP probe
+
+def http_get(port, path, timeout=2.0):
+    """One HTTP/1.1 GET like wrk sends it. Returns (status, header_bytes, body_bytes)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise OSError("connection closed in headers")
+            buf += chunk
+        head, _, body = buf.partition(b"\r\n\r\n")
+        status = int(head.split()[1])
+        m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+        length = int(m.group(1)) if m else 0
+        while len(body) < length:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        return status, len(head) + 4, len(body)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(argv, **kw):
+    return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace", **kw).stdout
+
+
+# ---------------------------------------------------------------- server configs
+
+def workdir(tmp, name, owner=None):
+    """Per-server temp dir; owned by the user the server drops to, because
+    lighttpd and h2o open their error log / pid file after dropping root."""
+    d = os.path.join(tmp, name)
+    os.makedirs(d, exist_ok=True)
+    if owner:
+        pw = pwd.getpwnam(owner)
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+    return d
+
+
+def sub1(pattern, repl, text, what):
+    """re.sub that must match exactly once (so a changed Debian file is noticed)."""
+    new, n = re.subn(pattern, repl, text, flags=re.M)
+    if n != 1:
+        raise RuntimeError(f"config edit '{what}' matched {n} times")
+    return new
+
+
+class Server:
+    name = "?"
+    changes = ""
+
+    def __init__(self, tmp, docroot):
+        self.tmp, self.docroot = tmp, docroot
+
+    def available(self):
+        return shutil.which(self.binary) is not None
+
+    def version(self):
+        raise NotImplementedError
+
+    def argv(self, port, workers):
+        raise NotImplementedError
+
+
+class Nginx(Server):
+    name, binary = "nginx", "nginx"
+    changes = ("/etc/nginx/nginx.conf with worker_processes N, pid and error_log in the temp dir, "
+               "access_log off, sites-enabled replaced by sites-available/default changed to "
+               "`listen 127.0.0.1:PORT` (no [::] listener) and `root DOCROOT`; run with "
+               "`-g 'daemon off;'` as root (workers as www-data)")
+
+    def version(self):
+        return run(["nginx", "-v"]).strip()
+
+    def argv(self, port, workers):
+        d = workdir(self.tmp, f"nginx-w{workers}")
+        with open("/etc/nginx/sites-available/default") as f:
+            site = f.read()
+        site = sub1(r"^(\s*)listen\s+80\s+default_server;", rf"\1listen 127.0.0.1:{port} default_server;",
+                    site, "listen")
+        site = sub1(r"^\s*listen\s+\[::\]:80\s+default_server;\n", "", site, "listen6")
+        site = sub1(r"^(\s*)root\s+[^;]+;", rf"\1root {self.docroot};", site, "root")
+        with open(os.path.join(d, "site.conf"), "w") as f:
+            f.write(site)
+        with open("/etc/nginx/nginx.conf") as f:
+            conf = f.read()
+        conf = sub1(r"^worker_processes\s+[^;]+;", f"worker_processes {workers};", conf, "workers")
+        conf = sub1(r"^pid\s+[^;]+;", f"pid {d}/nginx.pid;", conf, "pid")
+        conf = sub1(r"^error_log\s+[^;]+;", f"error_log {d}/error.log;", conf, "error_log")
+        conf = sub1(r"^(\s*)access_log\s+[^;]+;", r"\1access_log off;", conf, "access_log")
+        conf = sub1(r"^(\s*)include\s+/etc/nginx/sites-enabled/\*;", rf"\1include {d}/site.conf;",
+                    conf, "sites")
+        path = os.path.join(d, "nginx.conf")
+        with open(path, "w") as f:
+            f.write(conf)
+        return ["nginx", "-c", path, "-e", f"{d}/error.log", "-g", "daemon off;"]
+
+
+class Lighttpd(Server):
+    name, binary = "lighttpd", "lighttpd"
+    changes = ("/etc/lighttpd/lighttpd.conf with server.document-root DOCROOT, server.port PORT, "
+               "server.bind 127.0.0.1 (use-ipv6.pl include dropped), errorlog and pid-file in the "
+               "temp dir; single process as shipped; run with `-D` as root (drops to www-data); "
+               "no mod_accesslog (as shipped)")
+
+    def version(self):
+        return run(["lighttpd", "-v"]).strip()
+
+    def argv(self, port, workers):
+        with open("/etc/lighttpd/lighttpd.conf") as f:
+            conf = f.read()
+        user = num(r'^server\.username\s*=\s*"([^"]+)"', conf, str)
+        d = workdir(self.tmp, f"lighttpd-w{workers}", user)
+        conf = sub1(r"^server\.document-root\s*=.*$", f'server.document-root = "{self.docroot}"', conf, "root")
+        conf = sub1(r"^server\.errorlog\s*=.*$", f'server.errorlog = "{d}/error.log"', conf, "errorlog")
+        conf = sub1(r"^server\.pid-file\s*=.*$", f'server.pid-file = "{d}/lighttpd.pid"', conf, "pid")
+        conf = sub1(r"^server\.port\s*=.*$", f'server.port = {port}\nserver.bind = "127.0.0.1"', conf, "port")
+        conf = sub1(r'^include_shell\s+"/usr/share/lighttpd/use-ipv6\.pl.*\n', "", conf, "ipv6")
+        path = os.path.join(d, "lighttpd.conf")
+        with open(path, "w") as f:
+            f.write(conf)
+        return ["lighttpd", "-D", "-f", path]
+
+
+class H2o(Server):
+    name, binary = "h2o", "h2o"
+    changes = ("/etc/h2o/h2o.conf with listen host 127.0.0.1 port PORT, file.dir DOCROOT, "
+               "num-threads N, access-log removed, error-log and pid-file in the temp dir; "
+               "run in the foreground as root (drops to debian-h2o)")
+
+    def version(self):
+        return run(["h2o", "--version"]).splitlines()[0].strip()
+
+    def argv(self, port, workers):
+        with open("/etc/h2o/h2o.conf") as f:
+            conf = f.read()
+        user = num(r"^user:\s*(\S+)", conf, str)
+        d = workdir(self.tmp, f"h2o-w{workers}", user)
+        conf = sub1(r"^access-log:.*\n", "", conf, "access-log")
+        conf = sub1(r"^error-log:.*$", f"error-log: {d}/error.log", conf, "error-log")
+        conf = sub1(r"^pid-file:.*$", f"pid-file: {d}/h2o.pid\nnum-threads: {workers}", conf, "pid-file")
+        conf = sub1(r"^listen:\n\s+port:\s*80\s*$", f"listen:\n  host: 127.0.0.1\n  port: {port}", conf, "listen")
+        conf = sub1(r"^(\s+)file\.dir:.*$", rf"\1file.dir: {self.docroot}", conf, "file.dir")
+        path = os.path.join(d, "h2o.conf")
+        with open(path, "w") as f:
+            f.write(conf)
+        return ["h2o", "-c", path]
+
+
+class Marmoset(Server):
+    name, binary = "marmoset", MARMOSET_BIN
+    changes = "no config file; `--root DOCROOT --listen 127.0.0.1:PORT --workers N`"
+
+    def available(self):
+        return os.access(MARMOSET_BIN, os.X_OK)
+
+    def version(self):
+        try:
+            return run([MARMOSET_BIN, "--version"], timeout=5).strip().splitlines()[0]
+        except Exception as e:  # noqa: BLE001 - report, don't die
+            return f"? ({e})"
+
+    def argv(self, port, workers):
+        extra = shlex.split(os.environ.get("MARMOSET_ARGS", ""))
+        return [MARMOSET_BIN, "--root", self.docroot, "--listen", f"127.0.0.1:{port}",
+                "--workers", str(workers)] + extra
+
+
+SERVER_CLASSES = {c.name: c for c in (Nginx, Lighttpd, H2o, Marmoset)}
+
+
+class Running:
+    """One started server process (foreground), stopped by its own pid/group."""
+
+    def __init__(self, server, workers):
+        self.server, self.workers = server, workers
+        self.port = free_port()
+        self.argv = server.argv(self.port, workers)
+        self.logpath = os.path.join(server.tmp, f"{server.name}-w{workers}.out")
+        self.logf = open(self.logpath, "ab")
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.logf,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 20
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{server.name} exited with {self.proc.returncode}: {self.log_tail()}")
+            try:
+                st, _, blen = http_get(self.port, "/index.html")
+                if st == 200 and blen == HTML_SIZE:
+                    break
+                raise RuntimeError(f"{server.name}: GET /index.html gave {st}, {blen} bytes")
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{server.name} did not answer within 20 s: {self.log_tail()}")
+            time.sleep(0.1)
+        st, self.jpg_header, blen = http_get(self.port, "/linux.jpg")
+        if st != 200 or blen != JPEG_SIZE:
+            self.stop()
+            raise RuntimeError(f"{server.name}: GET /linux.jpg gave {st}, {blen} bytes")
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def log_tail(self):
+        self.logf.flush()
+        with open(self.logpath, "rb") as f:
+            return f.read()[-400:].decode(errors="replace").strip()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            pids = tree_pids(self.proc.pid)
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                note(f"{self.server.name} ignored SIGTERM for 10 s; killed")
+            for pid in pids:   # leftovers of this server only, by pid
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+        self.logf.close()
+
+
+# ---------------------------------------------------------------- load tools
+
+def timed(cmd_seconds):
+    return ["timeout", "-k", "5", str(cmd_seconds)]
+
+
+def num(pattern, text, cast=float, default=None):
+    m = re.search(pattern, text, re.M)
+    return cast(m.group(1)) if m else default
+
+
+def measure(srv, argv, env=None, sample=False):
+    """Run a load tool against srv; returns (output, server CPU seconds, peak RSS KiB)."""
+    cpu0 = tree_cpu_s(srv.pid)
+    if sample:
+        with RssSampler(srv.pid) as sampler:
+            out = run(argv, env=env)
+        peak = sampler.peak
+    else:
+        out, peak = run(argv, env=env), None
+    return out, tree_cpu_s(srv.pid) - cpu0, peak
+
+
+def cpu_figures(res, requests, cpu):
+    res["cpu_s"] = round(cpu, 3)
+    if requests:
+        res["cpu_per_100k"] = cpu / requests * 100000
+        res["req_per_cpu_s"] = requests / cpu if cpu > 0 else None
+    return res
+
+
+def ab_cmd(port):
+    return timed(120 if not SMOKE else 30) + ["ab", "-k", "-c", str(SMALL_C), "-n", str(AB_N),
+                                               f"http://127.0.0.1:{port}/index.html"]
+
+
+def test_ab(srv):
+    out, cpu, _ = measure(srv, ab_cmd(srv.port))
+    complete = num(r"^Complete requests:\s+(\d+)", out, int)
+    if complete is None:
+        return {"error": "ab gave no result: " + out.strip()[-300:]}
+    res = {
+        "rps": num(r"^Requests per second:\s+([\d.]+)", out),
+        "mibs": num(r"^Transfer rate:\s+([\d.]+)", out) / 1024,
+        "failed": num(r"^Failed requests:\s+(\d+)", out, int, 0) + num(r"^Non-2xx responses:\s+(\d+)", out, int, 0),
+        "p99_ms": num(r"^\s*99%\s+(\d+)", out),
+        "requests": complete,
+        "keepalive": num(r"^Keep-Alive requests:\s+(\d+)", out, int, 0),
+        "html_per_req": num(r"^HTML transferred:\s+(\d+)", out, int, 0) / complete if complete else None,
+    }
+    if complete < AB_N:
+        res["failed"] += AB_N - complete
+    return cpu_figures(res, complete, cpu)
+
+
+def wrk_cmd(port, conns, path):
+    return timed(DUR + 30) + ["wrk", "-t1", f"-c{conns}", f"-d{DUR}s", "--latency",
+                              "-s", os.path.join(HERE, "wrk_report.lua"), f"http://127.0.0.1:{port}{path}"]
+
+
+def test_wrk(srv, conns, path, sample=False):
+    out, cpu, peak = measure(srv, wrk_cmd(srv.port, conns, path), sample=sample)
+    m = re.search(r"^BENCHJSON (\{.*\})$", out, re.M)
+    if not m:
+        return {"error": "wrk gave no result: " + out.strip()[-300:]}
+    w = json.loads(m.group(1))
+    secs = w["duration_us"] / 1e6
+    n = w["requests"]
+    res = {
+        "rps": n / secs, "mibs": w["bytes"] / secs / MIB,
+        "failed": sum(w[k] for k in ("err_connect", "err_read", "err_write", "err_status", "err_timeout")),
+        "p99_ms": w["p99_us"] / 1000, "requests": n,
+        "bytes_per_req": w["bytes"] / n if n else None,
+    }
+    if peak is not None:
+        res["peak_rss_kib"] = peak
+    return cpu_figures(res, n, cpu)
+
+
+SIEGERC_TEXT = f"""# private siegerc written by bench/bench.py
+verbose = false
+color = off
+quiet = false
+json_output = true
+show-logfile = false
+logging = false
+parser = false
+protocol = HTTP/1.1
+connection = keep-alive
+limit = {max(1000, BIG_C)}
+benchmark = true
+chunked = true
+cache = false
+internet = false
+delay = 0.0
+failures = 1000000
+"""
+
+
+def siege_cmd(port):
+    return timed(DUR + 30) + ["siege", "-b", f"-t{DUR}S", f"-c{BIG_C}", f"http://127.0.0.1:{port}/linux.jpg"]
+
+
+def siege_env(tmp):
+    # siege writes a template into ~/.siege unless one is there: private HOME
+    return dict(os.environ, SIEGERC=os.path.join(tmp, "siegerc"), HOME=tmp)
+
+
+def test_siege(srv, tmp):
+    env = siege_env(tmp)
+    for attempt in (1, 2):
+        out, cpu, peak = measure(srv, siege_cmd(srv.port), env=env, sample=True)
+        m = re.search(r"^\{.*?^\}", out, re.M | re.S)
+        if m:
+            break
+        note(f"siege against {srv.server.name} gave no result (attempt {attempt}; hung or failed): "
+             + out.strip()[-200:].replace("\n", " "))
+    else:
+        return {"error": "siege gave no result twice"}
+    s = json.loads(m.group(0))
+    n = int(s["transactions"])
+    res = {
+        "rps": s["transaction_rate"], "mibs": s["throughput"],
+        "failed": int(s["failed_transactions"]), "availability": s["availability"],
+        "requests": n, "peak_rss_kib": peak, "retried": attempt > 1,
+        # siege counts body bytes only, in MiB with 2 decimals
+        "bytes_per_req": s["data_transferred"] * MIB / n if n else None,
+    }
+    return cpu_figures(res, n, cpu)
+
+
+def test_idle(srv):
+    argv = timed(120) + [PYTHON, os.path.join(HERE, "idle_conns.py"), str(srv.port), str(IDLE_N), str(IDLE_HOLD)]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    ready = p.stdout.readline()
+    m = re.match(r"READY ok=(\d+) failed=(\d+)", ready)
+    samples = []
+    if m:
+        t_end = time.monotonic() + IDLE_HOLD * 0.8
+        while time.monotonic() < t_end:
+            samples.append(tree_rss_kib(srv.pid))
+            time.sleep(0.1)
+    rest = p.stdout.read()
+    p.wait()
+    if not m or not samples:
+        return {"error": f"idle_conns failed: {ready.strip()} {rest.strip()}"}
+    still = num(r"DONE still_open=(\d+)", rest, int, 0)
+    return {"held_rss_kib": max(samples), "held_ok": int(m.group(1)), "held_failed": int(m.group(2)),
+            "still_open": still}
+
+
+# ---------------------------------------------------------------- one round
+
+def bench_server(server, round_no):
+    r = {}
+    log(f"round {round_no}: {server.name} with {CPUS} workers")
+    srv = Running(server, CPUS)
+    try:
+        r["jpg_header_bytes"] = srv.jpg_header
+        time.sleep(1)
+        r["idle_rss_kib"] = tree_rss_kib(srv.pid)
+        r["ab"] = test_ab(srv)
+        r["wrk10"] = test_wrk(srv, SMALL_C, "/index.html")
+        r["siege"] = test_siege(srv, server.tmp)
+        time.sleep(1)
+        r["wrk500"] = test_wrk(srv, BIG_C, "/linux.jpg", sample=True)
+        peaks = [t.get("peak_rss_kib") for t in (r["siege"], r["wrk500"]) if t.get("peak_rss_kib")]
+        r["peak_rss_kib"] = max(peaks) if peaks else None
+        time.sleep(1)
+        r["idle"] = test_idle(srv)
+        r["cmd"] = srv.argv
+    finally:
+        srv.stop()
+    log(f"round {round_no}: {server.name} with 1 worker")
+    srv = Running(server, 1)
+    try:
+        r["ab1"] = test_ab(srv)
+        r["wrk10_1"] = test_wrk(srv, SMALL_C, "/index.html")
+        r["cmd1"] = srv.argv
+    finally:
+        srv.stop()
+    return r
+
+
+# ---------------------------------------------------------------- report
+
+# (key, label, higher_is_better, format)
+def fmt_int(v):
+    return f"{v:,.0f}"
+
+
+def fmt_1(v):
+    return f"{v:,.1f}"
+
+
+def fmt_2(v):
+    return f"{v:,.2f}"
+
+
+def fmt_mib(kib):
+    return f"{kib / 1024:,.1f}"
+
+
+def aggregate(values, higher_better):
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    if AGG == "best":
+        return max(vals) if higher_better else min(vals)
+    return statistics.median(vals)
+
+
+def get(rounds, test, key):
+    out = []
+    for r in rounds:
+        t = r if test in (None, ".") else r.get(test, {})
+        if isinstance(t, dict) and key in t:
+            out.append(t[key])
+    return out
+
+
+def table(results, names, test, cols):
+    """cols: (test_or_None, key, label, higher_better, fmt, with_ratio, how) ; how: agg|sum|max|min"""
+    lines = ["| server | " + " | ".join(c[2] for c in cols) + " |",
+             "|---|" + "---:|" * len(cols)]
+    agg = {}
+    for name in names:
+        for c in cols:
+            t, key, _, hb, _, _, how = c
+            vals = [v for v in get(results.get(name, []), t or test, key) if v is not None]
+            if how == "sum":
+                v = sum(vals) if vals else None
+            elif how == "max":
+                v = max(vals) if vals else None
+            elif how == "min":
+                v = min(vals) if vals else None
+            else:
+                v = aggregate(vals, hb)
+            agg[(name, c[1], c[0] or test)] = v
+    for name in names:
+        cells = []
+        for c in cols:
+            t, key, _, hb, f, with_ratio, _ = c
+            v = agg[(name, key, t or test)]
+            if v is None:
+                cells.append("—")
+                continue
+            cell = f(v)
+            base = agg.get(("nginx", key, t or test))
+            if with_ratio and base:
+                cell += f" ({v / base:.2f}×)"
+            cells.append(cell)
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    errs = []
+    for name in names:
+        for i, r in enumerate(results.get(name, []), 1):
+            for k, t in r.items():
+                if isinstance(t, dict) and "error" in t and k in {test} | {c[0] for c in cols if c[0]}:
+                    errs.append(f"- {name} round {i}: {k}: {t['error']}")
+    return "\n".join(lines + ([""] + errs if errs else []))
+
+
+def binary_sizes():
+    lines = ["| target | stripped size |", "|---|---:|"]
+    triples = ["x86_64-unknown-linux-musl", "aarch64-unknown-linux-musl", "armv7-unknown-linux-gnueabihf"]
+    for triple in triples + ["host (release/marmoset)"]:
+        path = (os.path.join(TARGET_DIR, triple, "release", "marmoset") if "host" not in triple
+                else os.path.join(TARGET_DIR, "release", "marmoset"))
+        if not os.path.exists(path):
+            lines.append(f"| {triple} | not built |")
+            continue
+        size, how = stripped_size(path, triple)
+        lines.append(f"| {triple} | {size:,} bytes ({size / 1024:.1f} KiB){how} |")
+    return "\n".join(lines)
+
+
+def stripped_size(path, triple):
+    desc = run(["file", "-b", path]) if shutil.which("file") else ""
+    if ", stripped" in desc:
+        return os.path.getsize(path), ""
+    with tempfile.TemporaryDirectory() as d:
+        copy = os.path.join(d, "marmoset")
+        shutil.copy(path, copy)
+        gnu = {"aarch64-unknown-linux-musl": "aarch64-linux-gnu-strip",
+               "armv7-unknown-linux-gnueabihf": "arm-linux-gnueabihf-strip"}.get(triple, "strip")
+        for tool in ("llvm-strip", "rust-strip", gnu, "strip"):
+            if shutil.which(tool) and subprocess.run([tool, "--strip-all", copy],
+                                                     capture_output=True).returncode == 0:
+                return os.path.getsize(copy), f" (stripped with {tool})"
+    return os.path.getsize(path), " (NOT stripped: no strip tool for this target)"
+
+
+def env_info(servers, tmp):
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    osname = "?"
+    try:
+        with open("/etc/os-release") as f:
+            osname = re.search(r'^PRETTY_NAME="?([^"\n]*)', f.read(), re.M).group(1)
+    except (OSError, AttributeError):
+        pass
+    siege_v = num(r"^(SIEGE .*)$", run(["siege", "--version"], env=siege_env(tmp)), str, "?")
+    versions = {s.name: s.version() for s in servers}
+    versions.update({
+        "ab": run(["ab", "-V"]).splitlines()[0],
+        "wrk": run(["wrk", "-v"]).splitlines()[0],
+        "siege": siege_v,
+        "python": platform.python_version(),
+        "rustc": run(["rustc", "--version"]).strip() if shutil.which("rustc") else "not found",
+    })
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": CPUS, "cpu": cpu, "kernel": platform.release(), "os": osname,
+        "fd_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0], "versions": versions,
+    }
+
+
+def report(results, names, env, servers):
+    agg_word = ("median over rounds" if AGG != "best"
+                else "best over rounds (highest rate, lowest latency/RSS/CPU)")
+    ratio = " (N×) = this server's value / nginx's value."
+    L = []
+    L.append("# Marmoset benchmark" + (" — SMOKE RUN (2 s tests, small counts; not a result)" if SMOKE else ""))
+    L.append("")
+    L.append(f"- date: {env['date']}")
+    L.append(f"- machine: `nproc` = {env['nproc']}, CPU: {env['cpu']}, kernel {env['kernel']}, {env['os']}")
+    L.append(f"- open-file limit: {env['fd_limit']}; rounds: {ROUNDS} (servers alternate, one at a time, "
+             "order reversed on even rounds); each figure is the " + agg_word
+             + "; failed-request counts are totals over all rounds.")
+    L.append(f"- workers: {CPUS} (= CPU count) unless said otherwise; lighttpd is single-process as shipped.")
+    L.append("- MiB/s = 2^20 bytes per second; RSS = sum of VmRSS over the server's process tree; "
+             "CPU = utime+stime of the server's processes from /proc before/after the test.")
+    L.append("- versions: " + "; ".join(f"{k}: `{v}`" for k, v in env["versions"].items()))
+    L.append("")
+    L.append("## (a) small file, keep-alive: `ab -k -c 10 -n %d /index.html` (1364 bytes)" % AB_N)
+    L.append("")
+    L.append("Ratios" + ratio)
+    L.append("")
+    L.append(table(results, names, "ab", [
+        (None, "rps", "requests/s", True, fmt_int, True, "agg"),
+        (None, "mibs", "MiB/s", True, fmt_1, True, "agg"),
+        (None, "failed", "failed", False, fmt_int, False, "sum"),
+        (None, "p99_ms", "p99 ms (ab, 1 ms res.)", False, fmt_int, False, "agg"),
+        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
+        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
+        (None, "keepalive", "keep-alive req (last round)", True, fmt_int, False, "min"),
+    ]))
+    L.append("")
+    L.append(f"Cross-check `wrk -t1 -c{SMALL_C} -d{DUR}s --latency /index.html`:")
+    L.append("")
+    L.append(table(results, names, "wrk10", [
+        (None, "rps", "requests/s", True, fmt_int, True, "agg"),
+        (None, "mibs", "MiB/s", True, fmt_1, True, "agg"),
+        (None, "failed", "errors", False, fmt_int, False, "sum"),
+        (None, "p99_ms", "p99 ms", False, fmt_2, True, "agg"),
+        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
+        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
+    ]))
+    L.append("")
+    L.append(f"## (b) 200 KiB file, {BIG_C} clients: `siege -b -t{DUR}S -c{BIG_C} /linux.jpg` (204800 bytes)")
+    L.append("")
+    L.append(table(results, names, "siege", [
+        (None, "rps", "trans/s", True, fmt_int, True, "agg"),
+        (None, "mibs", "MiB/s", True, fmt_1, True, "agg"),
+        (None, "failed", "failed trans", False, fmt_int, False, "sum"),
+        (None, "availability", "availability %", True, fmt_2, False, "min"),
+        (None, "bytes_per_req", "body bytes / trans (expect 204800)", True, fmt_int, False, "min"),
+        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
+        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
+    ]))
+    L.append("")
+    L.append(f"Cross-check `wrk -t1 -c{BIG_C} -d{DUR}s --latency /linux.jpg`:")
+    L.append("")
+    L.append(table(results, names, "wrk500", [
+        (None, "rps", "requests/s", True, fmt_int, True, "agg"),
+        (None, "mibs", "MiB/s", True, fmt_1, True, "agg"),
+        (None, "failed", "errors", False, fmt_int, False, "sum"),
+        (None, "p99_ms", "p99 ms", False, fmt_1, True, "agg"),
+        (None, "bytes_per_req", "bytes / req (min)", True, fmt_1, False, "min"),
+        (".", "jpg_header_bytes", "expected: 204800 + header", True, lambda v: f"{JPEG_SIZE + v:,.0f}",
+         False, "max"),
+        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
+        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
+    ]))
+    L.append("")
+    L.append("## Memory (RSS of all the server's processes, MiB)")
+    L.append("")
+    L.append(f"Idle: after start and two probe requests. Peak: sampled every 100 ms during (b) (siege and wrk). "
+             f"Held: {IDLE_N} keep-alive connections, each after one GET /index.html, held {IDLE_HOLD:g} s "
+             "(bench/idle_conns.py); \"still open\" = connections the server had not closed at the end.")
+    L.append("")
+    L.append(table(results, names, None, [
+        (".", "idle_rss_kib", "idle", False, fmt_mib, True, "agg"),
+        (".", "peak_rss_kib", "peak during (b)", False, fmt_mib, True, "agg"),
+        ("idle", "held_rss_kib", f"{IDLE_N} conns held", False, fmt_mib, True, "agg"),
+        ("idle", "held_ok", "conns served (min)", True, fmt_int, False, "min"),
+        ("idle", "still_open", "still open (min)", True, fmt_int, False, "min"),
+    ]))
+    L.append("")
+    L.append(f"## (a) again with one worker: nginx worker_processes 1, h2o num-threads 1, "
+             f"marmoset --workers 1, lighttpd as is")
+    L.append("")
+    L.append(table(results, names, "ab1", [
+        (None, "rps", "ab requests/s", True, fmt_int, True, "agg"),
+        (None, "mibs", "ab MiB/s", True, fmt_1, True, "agg"),
+        (None, "failed", "ab failed", False, fmt_int, False, "sum"),
+        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
+        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
+        ("wrk10_1", "rps", "wrk requests/s", True, fmt_int, True, "agg"),
+        ("wrk10_1", "p99_ms", "wrk p99 ms", False, fmt_2, True, "agg"),
+        ("wrk10_1", "failed", "wrk errors", False, fmt_int, False, "sum"),
+    ]))
+    L.append("")
+    L.append("## Binary size (marmoset, release, stripped)")
+    L.append("")
+    L.append(f"Looked up under `{os.path.relpath(TARGET_DIR, REPO) if TARGET_DIR.startswith(REPO) else TARGET_DIR}"
+             "/<triple>/release/marmoset`.")
+    L.append("")
+    L.append(binary_sizes())
+    L.append("")
+    L.append("## Exact commands")
+    L.append("")
+    L.append("Each run is wrapped in `timeout -k 5 SECONDS`; PORT is a free 127.0.0.1 port, TMP a temp dir.")
+    L.append("")
+    L.append("```")
+    L.append(" ".join(ab_cmd("PORT")))
+    L.append(" ".join(wrk_cmd("PORT", SMALL_C, "/index.html")))
+    L.append("ulimit -n %d; SIEGERC=TMP/siegerc HOME=TMP " % env["fd_limit"] + " ".join(siege_cmd("PORT")))
+    L.append(" ".join(wrk_cmd("PORT", BIG_C, "/linux.jpg")))
+    L.append(f"python3 bench/idle_conns.py PORT {IDLE_N} {IDLE_HOLD:g}")
+    L.append("```")
+    L.append("")
+    L.append("siegerc:")
+    L.append("")
+    L.append("```")
+    L.append(SIEGERC_TEXT.strip())
+    L.append("```")
+    L.append("")
+    L.append("Servers (configs are Debian's shipped files with only these changes):")
+    L.append("")
+    for s in servers:
+        cmd = next((r.get("cmd") for r in results.get(s.name, []) if r.get("cmd")), None)
+        shown = " ".join(shlex.quote(a) for a in cmd).replace(s.tmp, "TMP").replace(s.docroot, "DOCROOT") \
+            if cmd else "(did not run)"
+        L.append(f"- **{s.name}**: `{shown}` — {s.changes}")
+    if NOTES:
+        L.append("")
+        L.append("## Notes from this run")
+        L.append("")
+        L.extend(f"- {n}" for n in NOTES)
+    return "\n".join(L) + "\n"
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="marmoset-bench-")
+    os.chmod(tmp, 0o755)  # www-data / debian-h2o workers must read the docroot
+    docroot = os.path.join(tmp, "www")
+    subprocess.run([PYTHON, os.path.join(HERE, "mkdocroot.py"), docroot], check=True)
+    os.makedirs(os.path.join(tmp, ".siege"))
+    for path in (os.path.join(tmp, "siegerc"), os.path.join(tmp, ".siege", "siege.conf")):
+        with open(path, "w") as f:
+            f.write(SIEGERC_TEXT)
+
+    servers = []
+    for name in SERVERS:
+        cls = SERVER_CLASSES.get(name)
+        if cls is None:
+            note(f"unknown server '{name}' in BENCH_SERVERS; skipped")
+            continue
+        s = cls(tmp, docroot)
+        if not s.available():
+            note(f"{name} not available ({s.binary}); skipped")
+            continue
+        servers.append(s)
+    if not any(s.name == "nginx" for s in servers):
+        note("nginx is not in the run: no ratios")
+
+    env = env_info(servers, tmp)
+    results = {s.name: [] for s in servers}
+    broken = set()
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        for rnd in range(1, ROUNDS + 1):
+            order = servers if rnd % 2 else list(reversed(servers))
+            for s in order:
+                if s.name in broken:
+                    continue
+                try:
+                    results[s.name].append(bench_server(s, rnd))
+                except RuntimeError as e:
+                    note(f"round {rnd}: {s.name}: {e}")
+                    broken.add(s.name)
+    finally:
+        keep = os.path.join(OUT, "last-run")   # configs and server logs, for a look afterwards
+        shutil.rmtree(keep, ignore_errors=True)
+        shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("www"))
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    names = [s.name for s in servers]
+    text = report(results, names, env, servers)
+    path = os.environ.get("BENCH_RESULTS") or (os.path.join(OUT, "results-smoke.md") if SMOKE
+                                                else os.path.join(HERE, "results.md"))
+    with open(path, "w") as f:
+        f.write(text)
+    with open(os.path.join(OUT, "raw-smoke.json" if SMOKE else "raw.json"), "w") as f:
+        json.dump({"env": env, "results": results, "notes": NOTES}, f, indent=1)
+    print(text)
+    log(f"report written to {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Open N keep-alive connections to 127.0.0.1:PORT, send one GET on each,
+read each full response, then hold them all open for HOLD seconds.
+
+Prints on stdout:
+  READY ok=<n> failed=<n>          once every connection has had its response
+  DONE still_open=<n>              after the hold (connections the server kept)
+The caller samples the server's memory between READY and DONE.
+Usage: idle_conns.py PORT N HOLD_SECONDS [PATH]
+"""
+import socket
+import sys
+import time
+
+
+def read_response(sock):
+    """Read one HTTP/1.1 response with a Content-Length body; True if complete."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return False
+        buf += chunk
+    head, _, body = buf.partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].split()
+    if len(status) < 2 or not status[1].startswith(b"2"):
+        return False
+    length = None
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    if length is None:
+        return False
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return False
+        body += chunk
+    return len(body) == length
+
+
+def main():
+    port, n, hold = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    path = sys.argv[4] if len(sys.argv) > 4 else "/index.html"
+    req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+           "Connection: keep-alive\r\nUser-Agent: marmoset-bench-idle\r\n\r\n").encode()
+    deadline = time.monotonic() + 60  # never run away
+    socks, failed = [], 0
+    for _ in range(n):
+        if time.monotonic() > deadline:
+            failed += 1
+            continue
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(5)
+        try:
+            s.connect(("127.0.0.1", port))
+            s.sendall(req)
+            if read_response(s):
+                socks.append(s)
+                continue
+        except OSError:
+            pass
+        failed += 1
+        s.close()
+    print(f"READY ok={len(socks)} failed={failed}", flush=True)
+    time.sleep(hold)
+    still = 0
+    for s in socks:
+        s.setblocking(False)
+        try:
+            still += 0 if s.recv(1) == b"" else 1  # data would be unexpected; count as open
+        except BlockingIOError:
+            still += 1
+        except OSError:
+            pass
+    print(f"DONE still_open={still}", flush=True)
+    for s in socks:
+        s.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Marmoset benchmark: marmoset vs nginx, lighttpd and h2o (Debian defaults),
+# all on 127.0.0.1, one server at a time.  Run as root from a clone:
+#
+#   bench/run.sh                  full run (ROUNDS=2), writes bench/results.md
+#   BENCH_SMOKE=1 bench/run.sh    2-second tests, writes bench/out/results-smoke.md
+#
+# Environment: ROUNDS, BENCH_SMOKE, BENCH_AGG=median|best, BENCH_SERVERS,
+# CARGO_TARGET_DIR (default target/), MARMOSET_BIN (skip the build and use
+# this binary), MARMOSET_ARGS (extra marmoset flags), BENCH_NO_INSTALL=1.
+# Details of the tests: bench/bench.py.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+say() { echo "[run.sh] $*" >&2; }
+
+if [ "$(id -u)" != 0 ]; then
+    say "must run as root (installs packages, starts servers that drop privileges)"
+    exit 1
+fi
+
+# ---- packages --------------------------------------------------------------
+pkgs=(nginx lighttpd h2o apache2-utils siege wrk procps python3 python3-pil file coreutils)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ] && [ "${BENCH_NO_INSTALL:-}" != 1 ]; then
+    say "installing: ${missing[*]}"
+    # Keep the packages' postinst from starting their daemons (Debian's policy-rc.d
+    # mechanism); only if no policy is in place already, and removed afterwards.
+    made_policy=
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+        chmod 755 /usr/sbin/policy-rc.d
+        made_policy=1
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" >&2
+    if [ -n "$made_policy" ]; then rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
+    # Whatever got started anyway by the packages just installed: stop and disable it.
+    for svc in nginx lighttpd h2o; do
+        case " ${missing[*]} " in *" $svc "*) ;; *) continue ;; esac
+        if [ -d /run/systemd/system ]; then
+            systemctl disable --now "$svc" >/dev/null 2>&1 || true
+        else
+            if [ -s "/run/$svc.pid" ] && kill -0 "$(cat "/run/$svc.pid")" 2>/dev/null; then
+                service "$svc" stop >/dev/null 2>&1 || kill "$(cat "/run/$svc.pid")" 2>/dev/null || true
+            fi
+            update-rc.d "$svc" disable >/dev/null 2>&1 || true
+        fi
+    done
+fi
+
+# ---- marmoset ----------------------------------------------------------------
+if [ -z "${MARMOSET_BIN:-}" ]; then
+    if command -v cargo >/dev/null; then
+        say "cargo build --release (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target})"
+        (cd "$repo" && cargo build --release >&2) || say "marmoset build FAILED: benchmarking the peers only"
+    else
+        say "no cargo: benchmarking the peers only"
+    fi
+fi
+
+# ---- limits and run ------------------------------------------------------------
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+say "open-file limit $(ulimit -n)"
+cd "$repo"
+exec /usr/bin/python3 "$here/bench.py"
