@@ -1,0 +1,32 @@
+################################################################################
+#
+# marmoset
+#
+################################################################################
+
+MARMOSET_VERSION = 0.1.0
+# Release tarball from the project's public repository; to build the checkout
+# this tree lives in, see board/README.md (MARMOSET_OVERRIDE_SRCDIR).
+MARMOSET_SITE = $(call github,marmoset-httpd,marmoset,v$(MARMOSET_VERSION))
+MARMOSET_LICENSE = MIT
+MARMOSET_LICENSE_FILES = LICENSE
+
+# Buildroot sets its own release profile (optimisation level from
+# BR2_OPTIMIZE_*, LTO from BR2_ENABLE_LTO): nothing here relies on
+# marmoset's [profile.release].
+
+define MARMOSET_USERS
+	marmoset -1 marmoset -1 * - - - Marmoset HTTP server
+endef
+
+define MARMOSET_INSTALL_INIT_SYSV
+	$(INSTALL) -D -m 0755 $(MARMOSET_PKGDIR)/S50marmoset \
+		$(TARGET_DIR)/etc/init.d/S50marmoset
+endef
+
+define MARMOSET_INSTALL_INIT_SYSTEMD
+	$(INSTALL) -D -m 0644 $(@D)/init/marmoset.service \
+		$(TARGET_DIR)/usr/lib/systemd/system/marmoset.service
+endef
+
+$(eval $(cargo-package))
