@@ -1,0 +1,206 @@
+//! Command line: finds the config file, applies it, then the flags on top.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::config::{self, Applier, Config, ConfigError, Origin};
+
+pub enum Action {
+    Run(Config),
+    CheckConfig(Config),
+    /// Text for stdout (help, version), then exit 0.
+    Print(String),
+}
+
+pub const HELP: &str = "\
+Usage: marmoset [OPTIONS]
+
+Serves a directory over HTTP/1.1: a small, static server for device web UIs.
+
+Every setting of the config file is also a flag: `key value` in the file is
+`--key value` here, and flags win over the file.
+
+  --config FILE          config file (default /etc/marmoset/marmoset.conf, if it exists)
+  --root DIR             document root (default /www)
+  --listen ADDR:PORT     address to listen on; repeat for more (default 0.0.0.0:80, [::]:80)
+  --workers N            worker processes (default 1)
+  --user NAME            drop privileges to this user after binding
+  --group NAME           ... and this group (default: the user's group)
+  --chroot               chroot into the root after binding
+  --daemon               detach from the terminal (with --pidfile, for SysV scripts)
+  --pidfile FILE         write the server's pid here
+  --syslog               log to syslog (facility daemon) instead of stderr
+  --log-level LEVEL      error, warn, info (default) or debug
+  --access-log WHERE     off (default), syslog, or a file (Common Log Format)
+  --server-name NAME     Server header value, or `off` to send none
+  --max-connections N    open connections per server (default 512)
+  --header-timeout S     seconds to receive a request head (default 10)
+  --keepalive-timeout S  seconds an idle connection is kept (default 15)
+  --send-timeout S       seconds a send may stall (default 30)
+  --max-requests N       requests per connection (default 1000)
+  --grace S              seconds in-flight responses get at stop (default 5)
+  --index NAMES          directory index files (default index.html)
+  --symlinks inside|anywhere   where symlinks may lead (default inside the root)
+  --check-config         validate the configuration and exit
+  --help, --version
+
+Signals: TERM/INT stop gracefully, HUP reopens the access log and reloads the config.
+";
+
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Action, ConfigError> {
+    let flags = split_flags(args)?;
+    let mut config_path: Option<PathBuf> = None;
+    let mut check = false;
+    let mut settings = Vec::new();
+    for (key, value) in flags {
+        match key.as_str() {
+            "help" => return Ok(Action::Print(HELP.to_string())),
+            "version" => {
+                return Ok(Action::Print(format!(
+                    "marmoset {}\n",
+                    env!("CARGO_PKG_VERSION")
+                )));
+            }
+            "check-config" => check = true,
+            "config" => config_path = Some(PathBuf::from(value)),
+            _ => settings.push((key, value)),
+        }
+    }
+    let mut config = Config::default();
+    load_file(&mut config, config_path.as_deref())?;
+    let mut applier = Applier::new(&mut config);
+    for (key, value) in &settings {
+        applier.apply(key, value, &Origin::Flag)?;
+    }
+    Ok(if check {
+        Action::CheckConfig(config)
+    } else {
+        Action::Run(config)
+    })
+}
+
+/// Reads the named config file, or the default one if it exists.
+pub fn load_file(config: &mut Config, explicit: Option<&Path>) -> Result<(), ConfigError> {
+    let path = explicit.unwrap_or(Path::new(config::DEFAULT_CONFIG));
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if explicit.is_none() && e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(ConfigError {
+                origin: Origin::File {
+                    path: path.to_path_buf(),
+                    line: 0,
+                },
+                key: "config".into(),
+                problem: format!("cannot read: {e}"),
+            });
+        }
+    };
+    config::apply_file(config, path, &text)
+}
+
+/// Turns `--key value`, `--key=value` and bare switches into pairs.
+fn split_flags(
+    args: impl IntoIterator<Item = OsString>,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let flag_err = |key: &str, problem: &str| ConfigError {
+        origin: Origin::Flag,
+        key: key.to_string(),
+        problem: problem.to_string(),
+    };
+    let mut out = Vec::new();
+    let mut args = args.into_iter().skip(1).peekable();
+    while let Some(arg) = args.next() {
+        let arg = arg
+            .into_string()
+            .map_err(|_| flag_err("?", "argument is not UTF-8"))?;
+        let Some(flag) = arg.strip_prefix("--") else {
+            return Err(flag_err(&arg, "unexpected argument (flags start with --)"));
+        };
+        if let Some((k, v)) = flag.split_once('=') {
+            out.push((k.to_string(), v.to_string()));
+            continue;
+        }
+        let takes_no_value =
+            matches!(flag, "help" | "version" | "check-config") || config::is_switch(flag);
+        let next_is_value = args
+            .peek()
+            .is_some_and(|a| !a.to_string_lossy().starts_with("--"));
+        if takes_no_value
+            && !(config::is_switch(flag) && next_is_value && is_bool_word(args.peek()))
+        {
+            out.push((flag.to_string(), "on".to_string()));
+            continue;
+        }
+        match args.next() {
+            Some(v) => {
+                let v = v
+                    .into_string()
+                    .map_err(|_| flag_err(flag, "value is not UTF-8"))?;
+                out.push((flag.to_string(), v));
+            }
+            None => return Err(flag_err(flag, "missing value")),
+        }
+    }
+    Ok(out)
+}
+
+fn is_bool_word(arg: Option<&OsString>) -> bool {
+    arg.and_then(|a| a.to_str())
+        .is_some_and(|a| config::parse_bool(a).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Config, String> {
+        let args = std::iter::once("marmoset")
+            .chain(args.iter().copied())
+            .map(OsString::from);
+        match parse(args).map_err(|e| e.to_string())? {
+            Action::Run(c) | Action::CheckConfig(c) => Ok(c),
+            Action::Print(_) => Err("printed".into()),
+        }
+    }
+
+    #[test]
+    fn flags_fill_the_config() {
+        let c = run(&[
+            "--config",
+            "/dev/null",
+            "--root",
+            "/tmp",
+            "--listen",
+            "127.0.0.1:0",
+            "--listen=[::1]:0",
+            "--syslog",
+            "--workers",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(c.root, PathBuf::from("/tmp"));
+        assert_eq!(c.listen.len(), 2);
+        assert!(c.syslog);
+        assert_eq!(c.workers, 3);
+        let c = run(&["--config", "/dev/null", "--syslog", "off"]).unwrap();
+        assert!(!c.syslog);
+    }
+
+    #[test]
+    fn flag_errors_name_the_flag() {
+        assert_eq!(
+            run(&["--config", "/dev/null", "--workers"]).unwrap_err(),
+            "--workers: missing value"
+        );
+        assert_eq!(
+            run(&["--config", "/dev/null", "--bogus", "1"]).unwrap_err(),
+            "--bogus: unknown setting"
+        );
+        assert!(
+            run(&["--config", "/nonexistent/m.conf"])
+                .unwrap_err()
+                .starts_with("/nonexistent/m.conf: cannot read")
+        );
+    }
+}

@@ -1,0 +1,339 @@
+//! The one configuration struct, filled by the config file and then by the
+//! command-line flags (flags win). Every file key `k` is also a flag `--k`.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::limits;
+use crate::rules::Rules;
+
+pub const DEFAULT_CONFIG: &str = "/etc/marmoset/marmoset.conf";
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AccessLog {
+    Off,
+    Syslog,
+    File(PathBuf),
+}
+
+/// Where symlinks may lead.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Symlinks {
+    /// Followed only while they stay inside the root.
+    Inside,
+    /// Followed anywhere (trusted images that link /www/data to /tmp, say).
+    Anywhere,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: Vec<SocketAddr>,
+    pub root: PathBuf,
+    pub workers: usize,
+    pub user: Option<String>,
+    pub group: Option<String>,
+    pub chroot: bool,
+    pub daemon: bool,
+    pub pidfile: Option<PathBuf>,
+    pub syslog: bool,
+    pub log_level: log::LevelFilter,
+    pub access_log: AccessLog,
+    /// `None` hides the Server header.
+    pub server_name: Option<String>,
+    pub max_connections: usize,
+    pub header_timeout: Duration,
+    pub keepalive_timeout: Duration,
+    pub send_timeout: Duration,
+    pub max_requests: u32,
+    pub grace: Duration,
+    pub index: Vec<String>,
+    pub symlinks: Symlinks,
+    pub rules: Rules,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: vec![
+                SocketAddr::from(([0, 0, 0, 0], 80)),
+                SocketAddr::from(([0u16; 8], 80)),
+            ],
+            root: PathBuf::from("/www"),
+            workers: 1,
+            user: None,
+            group: None,
+            chroot: false,
+            daemon: false,
+            pidfile: None,
+            syslog: false,
+            log_level: log::LevelFilter::Info,
+            access_log: AccessLog::Off,
+            server_name: Some("marmoset".into()),
+            max_connections: limits::DEFAULT_MAX_CONNECTIONS,
+            header_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(15),
+            send_timeout: Duration::from_secs(30),
+            max_requests: 1000,
+            grace: Duration::from_secs(5),
+            index: vec!["index.html".into()],
+            symlinks: Symlinks::Inside,
+            rules: Rules::default(),
+        }
+    }
+}
+
+/// Where a setting came from, so an error can point at it.
+#[derive(Debug, Clone)]
+pub enum Origin {
+    File { path: PathBuf, line: usize },
+    Flag,
+}
+
+#[derive(Debug)]
+pub struct ConfigError {
+    pub origin: Origin,
+    pub key: String,
+    pub problem: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.origin {
+            Origin::File { path, line: 0 } => write!(f, "{}: {}", path.display(), self.problem),
+            Origin::File { path, line } => {
+                write!(
+                    f,
+                    "{}:{}: {}: {}",
+                    path.display(),
+                    line,
+                    self.key,
+                    self.problem
+                )
+            }
+            Origin::Flag => write!(f, "--{}: {}", self.key, self.problem),
+        }
+    }
+}
+
+/// Keys that take no value on the command line (`--syslog` means `syslog on`).
+pub fn is_switch(key: &str) -> bool {
+    matches!(key, "chroot" | "daemon" | "syslog" | "listing")
+}
+
+/// Keys that may repeat; each source's first use replaces the earlier list.
+fn is_list(key: &str) -> bool {
+    key == "listen"
+}
+
+/// Applies settings from one source (the file, or the flags) in order.
+pub struct Applier<'a> {
+    config: &'a mut Config,
+    lists_seen: Vec<&'static str>,
+}
+
+impl<'a> Applier<'a> {
+    pub fn new(config: &'a mut Config) -> Self {
+        Applier {
+            config,
+            lists_seen: Vec::new(),
+        }
+    }
+
+    pub fn apply(&mut self, key: &str, value: &str, origin: &Origin) -> Result<(), ConfigError> {
+        let err = |problem: String| ConfigError {
+            origin: origin.clone(),
+            key: key.to_string(),
+            problem,
+        };
+        if is_list(key) && !self.lists_seen.contains(&"listen") {
+            self.lists_seen.push("listen");
+            self.config.listen.clear();
+        }
+        let c = &mut *self.config;
+        match key {
+            "listen" => c.listen.push(parse_addr(value).map_err(err)?),
+            "root" => c.root = parse_path(value).map_err(err)?,
+            "workers" => c.workers = parse_range(value, 1, 64).map_err(err)?,
+            "user" => c.user = parse_name(value).map_err(err)?,
+            "group" => c.group = parse_name(value).map_err(err)?,
+            "chroot" => c.chroot = parse_bool(value).map_err(err)?,
+            "daemon" => c.daemon = parse_bool(value).map_err(err)?,
+            "pidfile" => c.pidfile = Some(parse_path(value).map_err(err)?),
+            "syslog" => c.syslog = parse_bool(value).map_err(err)?,
+            "log-level" => c.log_level = parse_level(value).map_err(err)?,
+            "access-log" => {
+                c.access_log = match value {
+                    "off" => AccessLog::Off,
+                    "syslog" => AccessLog::Syslog,
+                    _ => AccessLog::File(parse_path(value).map_err(err)?),
+                }
+            }
+            "server-name" => {
+                c.server_name = match value {
+                    "off" => None,
+                    v if v.bytes().all(|b| b.is_ascii_graphic()) && !v.is_empty() => {
+                        Some(v.to_string())
+                    }
+                    _ => return Err(err("expected a token without spaces, or `off`".into())),
+                }
+            }
+            "max-connections" => c.max_connections = parse_range(value, 1, 1 << 20).map_err(err)?,
+            "header-timeout" => c.header_timeout = parse_secs(value).map_err(err)?,
+            "keepalive-timeout" => c.keepalive_timeout = parse_secs(value).map_err(err)?,
+            "send-timeout" => c.send_timeout = parse_secs(value).map_err(err)?,
+            "max-requests" => {
+                c.max_requests = parse_range(value, 1, u32::MAX as usize).map_err(err)? as u32
+            }
+            "grace" => c.grace = parse_secs(value).map_err(err)?,
+            "index" => {
+                let names: Vec<String> = value.split_whitespace().map(str::to_string).collect();
+                if names.is_empty() || names.iter().any(|n| n.contains('/') || n.starts_with('.')) {
+                    return Err(err(
+                        "expected file names without `/`, e.g. `index.html index.htm`".into(),
+                    ));
+                }
+                c.index = names;
+            }
+            "symlinks" => {
+                c.symlinks = match value {
+                    "inside" => Symlinks::Inside,
+                    "anywhere" => Symlinks::Anywhere,
+                    _ => return Err(err("expected `inside` or `anywhere`".into())),
+                }
+            }
+            _ => {
+                if !c.rules.apply(key, value).map_err(err)? {
+                    return Err(err("unknown setting".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads a config file: `key value` per line, `#` starts a comment line.
+pub fn apply_file(config: &mut Config, path: &Path, text: &str) -> Result<(), ConfigError> {
+    let mut applier = Applier::new(config);
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let origin = Origin::File {
+            path: path.to_path_buf(),
+            line: n + 1,
+        };
+        let (key, value) = match line.split_once(|c: char| c.is_ascii_whitespace()) {
+            Some((k, v)) => (k, v.trim()),
+            None if is_switch(line) => (line, "on"),
+            None => {
+                return Err(ConfigError {
+                    origin,
+                    key: line.into(),
+                    problem: "missing value".into(),
+                });
+            }
+        };
+        applier.apply(key, value, &origin)?;
+    }
+    Ok(())
+}
+
+fn parse_addr(v: &str) -> Result<SocketAddr, String> {
+    v.parse()
+        .map_err(|_| format!("`{v}` is not ADDR:PORT (e.g. 0.0.0.0:80 or [::]:80)"))
+}
+
+fn parse_path(v: &str) -> Result<PathBuf, String> {
+    if v.is_empty() || v.contains('\0') {
+        return Err("expected a path".into());
+    }
+    Ok(PathBuf::from(v))
+}
+
+fn parse_name(v: &str) -> Result<Option<String>, String> {
+    if v.is_empty()
+        || !v
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+    {
+        return Err(format!("`{v}` is not a user or group name"));
+    }
+    Ok(Some(v.to_string()))
+}
+
+pub fn parse_bool(v: &str) -> Result<bool, String> {
+    match v {
+        "on" | "yes" | "true" | "1" => Ok(true),
+        "off" | "no" | "false" | "0" => Ok(false),
+        _ => Err(format!("expected on or off, got `{v}`")),
+    }
+}
+
+fn parse_level(v: &str) -> Result<log::LevelFilter, String> {
+    match v {
+        "error" => Ok(log::LevelFilter::Error),
+        "warn" => Ok(log::LevelFilter::Warn),
+        "info" => Ok(log::LevelFilter::Info),
+        "debug" => Ok(log::LevelFilter::Debug),
+        _ => Err(format!("expected error, warn, info or debug, got `{v}`")),
+    }
+}
+
+fn parse_range(v: &str, min: usize, max: usize) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number from {min} to {max}, got `{v}`")),
+    }
+}
+
+fn parse_secs(v: &str) -> Result<Duration, String> {
+    parse_range(v, 1, 86_400).map(|s| Duration::from_secs(s as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Config, String> {
+        let mut c = Config::default();
+        apply_file(&mut c, Path::new("t.conf"), text).map_err(|e| e.to_string())?;
+        Ok(c)
+    }
+
+    #[test]
+    fn reads_settings_and_comments() {
+        let c = load("# device\nlisten 127.0.0.1:8080\nlisten [::1]:8080\n\nroot /srv/www\nworkers 2\nserver-name off\nsyslog\n").unwrap();
+        assert_eq!(c.listen.len(), 2);
+        assert_eq!(c.root, PathBuf::from("/srv/www"));
+        assert_eq!(c.workers, 2);
+        assert_eq!(c.server_name, None);
+        assert!(c.syslog);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_problem() {
+        let e = load("root /www\nworkers lots\n").unwrap_err();
+        assert_eq!(
+            e,
+            "t.conf:2: workers: expected a number from 1 to 64, got `lots`"
+        );
+        let e = load("\n\nfrobnicate yes\n").unwrap_err();
+        assert_eq!(e, "t.conf:3: frobnicate: unknown setting");
+        let e = load("listen 80\n").unwrap_err();
+        assert!(
+            e.starts_with("t.conf:1: listen: `80` is not ADDR:PORT"),
+            "{e}"
+        );
+        let e = load("root\n").unwrap_err();
+        assert_eq!(e, "t.conf:1: root: missing value");
+    }
+
+    #[test]
+    fn a_list_from_a_new_source_replaces_the_default() {
+        let c = load("listen 127.0.0.1:1\n").unwrap();
+        assert_eq!(c.listen, vec!["127.0.0.1:1".parse().unwrap()]);
+    }
+}

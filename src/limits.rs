@@ -1,0 +1,36 @@
+//! Every bound the server enforces, with the reason beside it.
+
+use std::time::Duration;
+
+/// Request head buffer: request line plus headers. 8 KiB is what nginx and
+/// uhttpd accept by default; larger heads get 414/431.
+pub const HEAD_BUF: usize = 8192;
+
+/// Longest request line (method, target, version). Beyond it: 414.
+pub const MAX_REQUEST_LINE: usize = 4096;
+
+/// Headers per request. Browsers send about 15; beyond this: 431.
+pub const MAX_HEADERS: usize = 48;
+
+/// Longest decoded path. Linux PATH_MAX is 4096; the root prefix needs room too.
+pub const MAX_PATH: usize = 2048;
+
+/// A request body on a static path is read and thrown away up to this size,
+/// so the next pipelined request can be parsed; larger bodies get 413 and close.
+pub const MAX_DISCARDED_BODY: u64 = 1 << 20;
+
+/// Files up to this size go out in the same write as the headers; larger ones
+/// through sendfile(2), which saves the user-space copy.
+pub const SMALL_FILE: u64 = 16 * 1024;
+
+/// Longest pause between accept errors such as EMFILE, so a full descriptor
+/// table never turns the accept loop into a busy loop.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Default connection limit: each idle connection costs about 1 KiB and each
+/// active one a head buffer plus socket buffers, so 512 fits a 64 MB device
+/// with room for everything else it runs.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+/// A crashing worker is restarted, but not faster than this.
+pub const RESPAWN_DELAY: Duration = Duration::from_millis(500);

@@ -1,0 +1,197 @@
+//! Request target to a clean relative path: percent-decoded, normalised, and
+//! unable to name anything outside the root.
+
+use crate::limits::MAX_PATH;
+
+/// A decoded path relative to the root: segments joined by `/`, no leading
+/// slash, no empty, `.` or `..` segments, no NUL, no control bytes, valid UTF-8.
+/// Empty means the root itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanPath {
+    rel: heapless::String<MAX_PATH>,
+    /// The request asked for a directory (`/docs/`).
+    pub trailing_slash: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PathError {
+    /// Malformed or hostile: 400.
+    BadRequest,
+    /// Well-formed but hidden (a dotfile): 404.
+    Hidden,
+    /// Longer than the server can name: 414.
+    TooLong,
+}
+
+impl CleanPath {
+    pub fn as_str(&self) -> &str {
+        &self.rel
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.rel.is_empty()
+    }
+
+    /// The last segment, where the extension and the hidden-file rules look.
+    pub fn file_name(&self) -> &str {
+        self.rel.rsplit('/').next().unwrap_or("")
+    }
+}
+
+/// Splits `path?query` and returns the path part and the query (without `?`).
+pub fn split_query(target: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match target.iter().position(|&b| b == b'?') {
+        Some(i) => (&target[..i], Some(&target[i + 1..])),
+        None => (target, None),
+    }
+}
+
+/// Decodes and normalises an origin-form path (without its query).
+pub fn clean(raw: &[u8]) -> Result<CleanPath, PathError> {
+    if raw.first() != Some(&b'/') {
+        return Err(PathError::BadRequest);
+    }
+    let mut decoded = heapless::Vec::<u8, MAX_PATH>::new();
+    let mut i = 0;
+    while i < raw.len() {
+        let b = match raw[i] {
+            b'%' => {
+                let hi = raw.get(i + 1).and_then(|&c| hex(c));
+                let lo = raw.get(i + 2).and_then(|&c| hex(c));
+                i += 2;
+                match (hi, lo) {
+                    (Some(h), Some(l)) => h << 4 | l,
+                    _ => return Err(PathError::BadRequest),
+                }
+            }
+            b'#' => return Err(PathError::BadRequest),
+            c => c,
+        };
+        if b < 0x20 || b == 0x7f || b == b'\\' {
+            return Err(PathError::BadRequest);
+        }
+        decoded.push(b).map_err(|_| PathError::TooLong)?;
+        i += 1;
+    }
+    let text = std::str::from_utf8(&decoded).map_err(|_| PathError::BadRequest)?;
+    let mut rel = heapless::String::<MAX_PATH>::new();
+    for (n, segment) in text
+        .split('/')
+        .filter(|s| !s.is_empty() && *s != ".")
+        .enumerate()
+    {
+        if segment == ".." {
+            return Err(PathError::BadRequest);
+        }
+        if segment.starts_with('.') && !(n == 0 && segment == ".well-known") {
+            return Err(PathError::Hidden);
+        }
+        if !rel.is_empty() {
+            rel.push('/').map_err(|_| PathError::TooLong)?;
+        }
+        rel.push_str(segment).map_err(|_| PathError::TooLong)?;
+    }
+    Ok(CleanPath {
+        rel,
+        trailing_slash: text.ends_with('/'),
+    })
+}
+
+fn hex(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Appends `s` percent-encoded for use in a path (keeps unreserved and `/`).
+pub fn encode_into(out: &mut String, s: &str) {
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push('%');
+            out.push(char::from(b"0123456789ABCDEF"[(b >> 4) as usize]));
+            out.push(char::from(b"0123456789ABCDEF"[(b & 15) as usize]));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use PathError::*;
+
+    fn ok(raw: &str) -> String {
+        clean(raw.as_bytes()).unwrap().as_str().to_string()
+    }
+
+    #[test]
+    fn normalises() {
+        assert_eq!(ok("/"), "");
+        assert_eq!(ok("/index.html"), "index.html");
+        assert_eq!(ok("//a///b/./c"), "a/b/c");
+        assert_eq!(ok("/a%20b/%C3%A9.txt"), "a b/é.txt");
+        assert_eq!(ok("/.well-known/security.txt"), ".well-known/security.txt");
+        assert_eq!(ok("/a%2fb"), "a/b");
+        assert_eq!(ok("/%252e%252e/x"), "%2e%2e/x");
+        assert!(clean(b"/docs/").unwrap().trailing_slash);
+        assert!(!clean(b"/docs").unwrap().trailing_slash);
+    }
+
+    #[test]
+    fn refuses_traversal_in_any_encoding() {
+        for raw in [
+            "/..",
+            "/../etc/passwd",
+            "/a/../../b",
+            "/%2e%2e/x",
+            "/%2E%2E%2Fetc",
+            "/a/%2e%2e%2f%2e%2e/b",
+            "/..%2f..%2fetc",
+            "/a\\..\\b",
+            "/%5c..%5cb",
+            "/a%00b",
+            "/%00",
+            "/a%0d%0aX",
+            "/%ff",
+            "/%c0%ae%c0%ae/",
+            "/%zz",
+            "/%2",
+            "relative",
+            "",
+            "/a#b",
+        ] {
+            let r = clean(raw.as_bytes());
+            assert!(matches!(r, Err(BadRequest)), "{raw:?} gave {r:?}");
+        }
+    }
+
+    #[test]
+    fn hides_dotfiles() {
+        for raw in [
+            "/.git/config",
+            "/.htpasswd",
+            "/a/.env",
+            "/%2eenv",
+            "/a/.well-known/x",
+        ] {
+            assert_eq!(clean(raw.as_bytes()), Err(Hidden), "{raw}");
+        }
+    }
+
+    #[test]
+    fn too_long_is_414() {
+        let long = format!("/{}", "a".repeat(MAX_PATH + 1));
+        assert_eq!(clean(long.as_bytes()), Err(TooLong));
+    }
+
+    #[test]
+    fn encodes_for_links() {
+        let mut s = String::new();
+        encode_into(&mut s, "a b/<é>?#%");
+        assert_eq!(s, "a%20b/%3C%C3%A9%3E%3F%23%25");
+    }
+}

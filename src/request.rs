@@ -1,0 +1,460 @@
+//! Request head parsing and message framing (RFC 9112): httparse for the
+//! syntax, then the rules that decide how long the message is and whether
+//! the connection can carry another one. Pure: no I/O.
+
+use crate::limits::{HEAD_BUF, MAX_HEADERS, MAX_REQUEST_LINE};
+use crate::status::Status;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    /// Defined by RFC 9110 or 5789 but not served on static paths: 405.
+    OtherKnown,
+    /// Anything else: 501.
+    Unknown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Version {
+    Http10,
+    Http11,
+}
+
+impl Version {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::Http10 => "HTTP/1.0",
+            Version::Http11 => "HTTP/1.1",
+        }
+    }
+}
+
+/// How the request body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Body {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+/// A parsed request head. Borrows the connection buffer.
+#[derive(Debug)]
+pub struct Request<'a> {
+    pub method: Method,
+    pub method_str: &'a str,
+    /// Origin-form `path?query` (an absolute-form target is reduced to it).
+    pub target: &'a [u8],
+    pub version: Version,
+    /// Bytes of the head, including the final empty line.
+    pub head_len: usize,
+    pub body: Body,
+    pub keep_alive: bool,
+    pub headers: &'a [httparse::Header<'a>],
+}
+
+impl<'a> Request<'a> {
+    /// The value of a header that the framing rules do not need; first one wins.
+    pub fn header(&self, name: &str) -> Option<&'a [u8]> {
+        self.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| trim(h.value))
+    }
+}
+
+/// Why a head was refused. The connection closes after the answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reject(pub Status);
+
+pub type Headers<'a> = [httparse::Header<'a>; MAX_HEADERS];
+
+pub fn empty_headers<'a>() -> Headers<'a> {
+    [httparse::EMPTY_HEADER; MAX_HEADERS]
+}
+
+/// Parses a head from the start of `buf`. `Ok(None)`: not complete yet.
+pub fn parse<'a>(
+    buf: &'a [u8],
+    headers: &'a mut Headers<'a>,
+) -> Result<Option<Request<'a>>, Reject> {
+    let mut req = httparse::Request::new(headers);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return incomplete(buf),
+        Err(httparse::Error::TooManyHeaders) => return Err(Reject(Status::HeaderFieldsTooLarge)),
+        Err(httparse::Error::Version) => return Err(version_error(buf)),
+        Err(_) => return Err(Reject(Status::BadRequest)),
+    };
+    if line_len(buf).is_none_or(|n| n > MAX_REQUEST_LINE) {
+        return Err(Reject(Status::UriTooLong));
+    }
+    let (Some(method_str), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
+        return Err(Reject(Status::BadRequest));
+    };
+    let version = if minor == 0 {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    let target = origin_form(path.as_bytes()).ok_or(Reject(Status::BadRequest))?;
+    let headers: &'a [httparse::Header<'a>] = req.headers;
+    let framing = Framing::read(headers, version)?;
+    Ok(Some(Request {
+        method: method(method_str),
+        method_str,
+        target,
+        version,
+        head_len,
+        body: framing.body,
+        keep_alive: framing.keep_alive,
+        headers,
+    }))
+}
+
+/// A partial head is fine until it outgrows the buffer.
+fn incomplete(buf: &[u8]) -> Result<Option<Request<'_>>, Reject> {
+    match line_len(buf) {
+        None if buf.len() > MAX_REQUEST_LINE => Err(Reject(Status::UriTooLong)),
+        Some(n) if n > MAX_REQUEST_LINE => Err(Reject(Status::UriTooLong)),
+        _ if buf.len() >= HEAD_BUF => Err(Reject(Status::HeaderFieldsTooLarge)),
+        _ => Ok(None),
+    }
+}
+
+/// A version httparse refused: 505 if it is a well-formed HTTP-version, else 400.
+fn version_error(buf: &[u8]) -> Reject {
+    let line = &buf[..line_len(buf).unwrap_or(buf.len()).min(buf.len())];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let version = line.rsplit(|&b| b == b' ').next().unwrap_or(b"");
+    let well_formed = version.len() == 8
+        && version.starts_with(b"HTTP/")
+        && version[5].is_ascii_digit()
+        && version[6] == b'.'
+        && version[7].is_ascii_digit();
+    Reject(if well_formed {
+        Status::VersionNotSupported
+    } else {
+        Status::BadRequest
+    })
+}
+
+/// Length of the request line (after any leading empty lines), if complete.
+fn line_len(buf: &[u8]) -> Option<usize> {
+    let start = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    buf[start..].iter().position(|&b| b == b'\n')
+}
+
+fn method(m: &str) -> Method {
+    match m {
+        "GET" => Method::Get,
+        "HEAD" => Method::Head,
+        "POST" => Method::Post,
+        "PUT" | "DELETE" | "OPTIONS" | "PATCH" | "TRACE" | "CONNECT" => Method::OtherKnown,
+        _ => Method::Unknown,
+    }
+}
+
+/// Reduces an absolute-form target (`http://host/x?y`) to its origin form.
+fn origin_form(target: &[u8]) -> Option<&[u8]> {
+    if target.first() == Some(&b'/') {
+        return Some(target);
+    }
+    let scheme_len = if starts_with_ignore_case(target, b"http://") {
+        7
+    } else if starts_with_ignore_case(target, b"https://") {
+        8
+    } else {
+        return None;
+    };
+    let rest = &target[scheme_len..];
+    match rest.iter().position(|&b| b == b'/' || b == b'?') {
+        Some(i) if rest[i] == b'/' => Some(&rest[i..]),
+        Some(_) => None,
+        None => Some(b"/"),
+    }
+}
+
+struct Framing {
+    body: Body,
+    keep_alive: bool,
+}
+
+impl Framing {
+    /// Applies RFC 9112 sections 6 and 9.3 to the headers.
+    fn read(headers: &[httparse::Header<'_>], version: Version) -> Result<Framing, Reject> {
+        let bad = Reject(Status::BadRequest);
+        let mut content_length: Option<u64> = None;
+        let mut chunked = false;
+        let mut transfer_encoding_seen = false;
+        let mut hosts = 0;
+        let (mut close, mut keep_alive) = (false, false);
+        for h in headers {
+            let value = trim(h.value);
+            if h.name.eq_ignore_ascii_case("content-length") {
+                // Duplicates, lists and signs are where smuggling starts: refuse them all.
+                if content_length.is_some() {
+                    return Err(bad);
+                }
+                content_length = Some(parse_length(value).ok_or(bad)?);
+            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                if transfer_encoding_seen {
+                    return Err(bad);
+                }
+                transfer_encoding_seen = true;
+                chunked = transfer_coding(value)?;
+            } else if h.name.eq_ignore_ascii_case("host") {
+                hosts += 1;
+            } else if h.name.eq_ignore_ascii_case("connection") {
+                for token in value.split(|&b| b == b',').map(trim) {
+                    close |= token.eq_ignore_ascii_case(b"close");
+                    keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+                }
+            }
+        }
+        if hosts > 1 || (hosts == 0 && version == Version::Http11) {
+            return Err(bad);
+        }
+        if transfer_encoding_seen && (content_length.is_some() || version == Version::Http10) {
+            return Err(bad);
+        }
+        let body = match (chunked, content_length) {
+            (true, _) => Body::Chunked,
+            (false, Some(0) | None) => Body::None,
+            (false, Some(n)) => Body::Length(n),
+        };
+        let keep_alive = match version {
+            Version::Http11 => !close,
+            Version::Http10 => keep_alive && !close,
+        };
+        Ok(Framing { body, keep_alive })
+    }
+}
+
+/// `chunked` is the only transfer coding a request may use here.
+fn transfer_coding(value: &[u8]) -> Result<bool, Reject> {
+    let mut codings = value.split(|&b| b == b',').map(trim);
+    match (codings.next(), codings.next()) {
+        (Some(c), None) if c.eq_ignore_ascii_case(b"chunked") => Ok(true),
+        (Some(_), _)
+            if value
+                .split(|&b| b == b',')
+                .map(trim)
+                .next_back()
+                .is_some_and(|c| c.eq_ignore_ascii_case(b"chunked")) =>
+        {
+            Err(Reject(Status::NotImplemented))
+        }
+        _ => Err(Reject(Status::BadRequest)),
+    }
+}
+
+fn parse_length(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
+pub fn trim(v: &[u8]) -> &[u8] {
+    let start = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &v[start..end]
+}
+
+fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
+    s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(raw: &str) -> Result<Option<(Method, Body, bool, String)>, Status> {
+        let mut headers = empty_headers();
+        match parse(raw.as_bytes(), &mut headers) {
+            Ok(Some(r)) => Ok(Some((
+                r.method,
+                r.body,
+                r.keep_alive,
+                String::from_utf8_lossy(r.target).into(),
+            ))),
+            Ok(None) => Ok(None),
+            Err(Reject(s)) => Err(s),
+        }
+    }
+
+    #[test]
+    fn parses_a_plain_get() {
+        let r = outcome("GET /a?b HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r, (Method::Get, Body::None, true, "/a?b".into()));
+    }
+
+    #[test]
+    fn keep_alive_rules() {
+        let ka = |raw: &str| outcome(raw).unwrap().unwrap().2;
+        assert!(!ka("GET / HTTP/1.0\r\n\r\n"));
+        assert!(ka("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"));
+        assert!(!ka(
+            "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        ));
+        assert!(!ka(
+            "GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Close\r\n\r\n"
+        ));
+    }
+
+    #[test]
+    fn absolute_form_is_reduced() {
+        let t = |raw: &str| outcome(raw).unwrap().unwrap().3;
+        assert_eq!(
+            t("GET http://dev.local/x/y?z HTTP/1.1\r\nHost: a\r\n\r\n"),
+            "/x/y?z"
+        );
+        assert_eq!(t("GET HTTP://dev.local HTTP/1.1\r\nHost: a\r\n\r\n"), "/");
+        assert_eq!(
+            outcome("GET ftp://x/ HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Err(Status::BadRequest)
+        );
+    }
+
+    #[test]
+    fn framing_table() {
+        use Status::{BadRequest, NotImplemented, VersionNotSupported};
+        let rows: &[(&str, Result<Body, Status>)] = &[
+            (
+                "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n",
+                Ok(Body::Length(5)),
+            ),
+            (
+                "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+                Ok(Body::None),
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Ok(Body::Chunked),
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+                Err(BadRequest),
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n",
+                Err(BadRequest),
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 3\r\n\r\n",
+                Err(BadRequest),
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +3\r\n\r\n",
+                Err(BadRequest),
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n",
+                Err(BadRequest),
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+                Err(BadRequest),
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n",
+                Err(BadRequest),
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Err(BadRequest),
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+                Err(NotImplemented),
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
+                Err(BadRequest),
+            ),
+            (
+                "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Err(BadRequest),
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n",
+                Err(BadRequest),
+            ),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n",
+                Err(BadRequest),
+            ),
+            (
+                "GET / HTTP/1.1\r\nHost: x\r\nX: a\0b\r\n\r\n",
+                Err(BadRequest),
+            ),
+            ("GET / HTTP/1.1\r\n\r\n", Err(BadRequest)),
+            (
+                "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+                Err(BadRequest),
+            ),
+            (
+                "GET / HTTP/2.0\r\nHost: x\r\n\r\n",
+                Err(VersionNotSupported),
+            ),
+            (
+                "GET / HTTP/1.2\r\nHost: x\r\n\r\n",
+                Err(VersionNotSupported),
+            ),
+            ("GET / FOO/1.1\r\nHost: x\r\n\r\n", Err(BadRequest)),
+            ("GET /\r\n\r\n", Err(BadRequest)),
+        ];
+        for (raw, want) in rows {
+            let got = outcome(raw).map(|r| r.unwrap().1);
+            assert_eq!(&got, want, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn methods() {
+        let m = |raw: &str| outcome(raw).unwrap().unwrap().0;
+        assert_eq!(m("HEAD / HTTP/1.1\r\nHost: x\r\n\r\n"), Method::Head);
+        assert_eq!(
+            m("DELETE / HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Method::OtherKnown
+        );
+        assert_eq!(m("BREW / HTTP/1.1\r\nHost: x\r\n\r\n"), Method::Unknown);
+        assert_eq!(m("get / HTTP/1.1\r\nHost: x\r\n\r\n"), Method::Unknown);
+    }
+
+    #[test]
+    fn size_limits() {
+        assert_eq!(outcome("GET /a"), Ok(None));
+        let long_line = format!("GET /{} HTTP/1.1\r\n", "a".repeat(MAX_REQUEST_LINE));
+        assert_eq!(outcome(&long_line), Err(Status::UriTooLong));
+        assert_eq!(
+            outcome(&format!("{long_line}Host: x\r\n\r\n")),
+            Err(Status::UriTooLong)
+        );
+        let big = format!(
+            "GET / HTTP/1.1\r\nHost: x\r\nX: {}\r\n",
+            "a".repeat(HEAD_BUF)
+        );
+        assert_eq!(outcome(&big), Err(Status::HeaderFieldsTooLarge));
+        let many: String = (0..MAX_HEADERS + 1)
+            .map(|i| format!("X-{i}: y\r\n"))
+            .collect();
+        assert_eq!(
+            outcome(&format!("GET / HTTP/1.1\r\nHost: x\r\n{many}\r\n")),
+            Err(Status::HeaderFieldsTooLarge)
+        );
+    }
+}

@@ -1,0 +1,246 @@
+//! A response as the router decides it, and how its head is written.
+
+use std::fs::File;
+
+use crate::request::Version;
+use crate::status::Status;
+
+/// What follows the head.
+#[derive(Debug)]
+pub enum Body {
+    /// No body: 304, redirects, HEAD answers are cut by the connection.
+    Empty,
+    /// The built-in page for the status (`<h1>404 Not Found</h1>`).
+    StatusPage,
+    /// `len` bytes of `file` from `offset`.
+    File { file: File, offset: u64, len: u64 },
+    /// Text made for this response (directory listings).
+    Owned(Vec<u8>),
+}
+
+/// Headers at most one of which is taken from a list of choices; the rest
+/// are `extra` name/value pairs whose values are trusted (never raw request bytes).
+#[derive(Debug)]
+pub struct Response {
+    pub status: Status,
+    pub content_type: Option<&'static str>,
+    pub last_modified: Option<u64>,
+    pub etag: Option<heapless::String<56>>,
+    /// `Content-Range: bytes first-last/total`, or `bytes */total` for 416.
+    pub content_range: Option<ContentRange>,
+    pub location: Option<String>,
+    pub allow: Option<&'static str>,
+    pub accept_ranges: bool,
+    pub extra: heapless::Vec<(&'static str, &'static str), 12>,
+    pub body: Body,
+    /// The connection closes after this response (bad framing, for one).
+    pub close: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ContentRange {
+    Part { first: u64, last: u64, total: u64 },
+    Unsatisfied { total: u64 },
+}
+
+impl Response {
+    pub fn new(status: Status, body: Body) -> Self {
+        Response {
+            status,
+            content_type: None,
+            last_modified: None,
+            etag: None,
+            content_range: None,
+            location: None,
+            allow: None,
+            accept_ranges: false,
+            extra: heapless::Vec::new(),
+            body,
+            close: false,
+        }
+    }
+
+    /// The standard answer for an error or other body-less status.
+    pub fn status(status: Status) -> Self {
+        let mut r = Response::new(status, Body::StatusPage);
+        r.content_type = Some("text/html; charset=utf-8");
+        r
+    }
+
+    /// An error after which the connection cannot be trusted to stay in sync.
+    pub fn fatal(status: Status) -> Self {
+        let mut r = Response::status(status);
+        r.close = true;
+        r
+    }
+
+    pub fn add_header(&mut self, name: &'static str, value: &'static str) {
+        if self.extra.push((name, value)).is_err() {
+            log::warn!(
+                "more than {} extra headers on one response; dropped {name}",
+                self.extra.capacity()
+            );
+        }
+    }
+
+    pub fn body_len(&self) -> u64 {
+        match &self.body {
+            Body::Empty => 0,
+            Body::StatusPage => status_page_len(self.status),
+            Body::File { len, .. } => *len,
+            Body::Owned(v) => v.len() as u64,
+        }
+    }
+}
+
+/// What the connection knows that the router does not.
+pub struct HeadContext<'a> {
+    pub version: Version,
+    pub keep_alive: bool,
+    pub date: &'a [u8],
+    pub server: Option<&'a str>,
+}
+
+/// Writes the status line and headers, ending with the empty line.
+pub fn write_head(out: &mut Vec<u8>, r: &Response, cx: &HeadContext<'_>) {
+    // Always our own version: RFC 9110 section 2.5.
+    out.extend_from_slice(b"HTTP/1.1 ");
+    push_num(out, u64::from(r.status.code()));
+    out.push(b' ');
+    out.extend_from_slice(r.status.reason().as_bytes());
+    header(out, "Date", cx.date);
+    if let Some(s) = cx.server {
+        header(out, "Server", s.as_bytes());
+    }
+    if let Some(t) = r.content_type {
+        header(out, "Content-Type", t.as_bytes());
+    }
+    if r.status.has_body() {
+        out.extend_from_slice(b"\r\nContent-Length: ");
+        push_num(out, r.body_len());
+    }
+    if let Some(t) = r.last_modified {
+        header(out, "Last-Modified", &crate::httpdate::format(t));
+    }
+    if let Some(e) = &r.etag {
+        header(out, "ETag", e.as_bytes());
+    }
+    if r.accept_ranges {
+        header(out, "Accept-Ranges", b"bytes");
+    }
+    match r.content_range {
+        Some(ContentRange::Part { first, last, total }) => {
+            out.extend_from_slice(b"\r\nContent-Range: bytes ");
+            push_num(out, first);
+            out.push(b'-');
+            push_num(out, last);
+            out.push(b'/');
+            push_num(out, total);
+        }
+        Some(ContentRange::Unsatisfied { total }) => {
+            out.extend_from_slice(b"\r\nContent-Range: bytes */");
+            push_num(out, total);
+        }
+        None => {}
+    }
+    if let Some(l) = &r.location {
+        header(out, "Location", l.as_bytes());
+    }
+    if let Some(a) = r.allow {
+        header(out, "Allow", a.as_bytes());
+    }
+    for (name, value) in &r.extra {
+        header(out, name, value.as_bytes());
+    }
+    match (cx.keep_alive, cx.version) {
+        (false, Version::Http11) => header(out, "Connection", b"close"),
+        (true, Version::Http10) => header(out, "Connection", b"keep-alive"),
+        _ => {}
+    }
+    out.extend_from_slice(b"\r\n\r\n");
+}
+
+fn header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+}
+
+/// Decimal digits without going through `fmt`.
+pub fn push_num(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+const PAGE_START: &str = "<!DOCTYPE html>\n<title>";
+const PAGE_MIDDLE: &str = "</title>\n<h1>";
+const PAGE_END: &str = "</h1>\n";
+
+fn status_page_len(s: Status) -> u64 {
+    // "NNN Reason" appears twice.
+    let text = 4 + s.reason().len();
+    (PAGE_START.len() + PAGE_MIDDLE.len() + PAGE_END.len() + 2 * text) as u64
+}
+
+/// Appends the built-in page for a status.
+pub fn write_status_page(out: &mut Vec<u8>, s: Status) {
+    for part in [PAGE_START, "", PAGE_MIDDLE, "", PAGE_END] {
+        if part.is_empty() {
+            push_num(out, u64::from(s.code()));
+            out.push(b' ');
+            out.extend_from_slice(s.reason().as_bytes());
+        } else {
+            out.extend_from_slice(part.as_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_page_length_matches_its_text() {
+        for s in [
+            Status::NotFound,
+            Status::BadRequest,
+            Status::VersionNotSupported,
+        ] {
+            let mut out = Vec::new();
+            write_status_page(&mut out, s);
+            assert_eq!(out.len() as u64, status_page_len(s));
+        }
+    }
+
+    #[test]
+    fn head_shape() {
+        let mut r = Response::status(Status::NotFound);
+        r.add_header("Cache-Control", "no-cache");
+        let mut out = Vec::new();
+        let cx = HeadContext {
+            version: Version::Http10,
+            keep_alive: true,
+            date: b"D",
+            server: Some("m"),
+        };
+        write_head(&mut out, &r, &cx);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "HTTP/1.1 404 Not Found\r\nDate: D\r\nServer: m\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nCache-Control: no-cache\r\nConnection: keep-alive\r\n\r\n",
+                status_page_len(Status::NotFound)
+            )
+        );
+    }
+}

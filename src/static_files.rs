@@ -1,0 +1,213 @@
+//! Opening files under the root: symlink policy, directories and index
+//! files, and the metadata a response needs.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat, openat2};
+use nix::sys::stat::Mode;
+
+use crate::config::Symlinks;
+use crate::limits::MAX_PATH;
+use crate::path::CleanPath;
+use crate::status::Status;
+
+/// An open regular file and what we know of it.
+#[derive(Debug)]
+pub struct Opened {
+    pub file: File,
+    pub meta: std::fs::Metadata,
+    /// The path served, relative to the root (an index file adds its name).
+    pub name: heapless::String<MAX_PATH>,
+}
+
+#[derive(Debug)]
+pub enum Lookup {
+    File(Opened),
+    /// A directory asked for without its trailing slash.
+    DirWithoutSlash,
+    /// A directory without an index file.
+    DirWithoutIndex,
+    Missing(Status),
+}
+
+/// The document root as an open directory. It is reopened once a second so a
+/// root that is removed and recreated (a remounted flash partition) is found again.
+pub struct Root {
+    path: PathBuf,
+    symlinks: Symlinks,
+    dir: RefCell<Option<(OwnedFd, Instant)>>,
+    /// Whether the kernel has openat2 (Linux 5.6+); older kernels get the fallback check.
+    has_openat2: std::cell::Cell<bool>,
+}
+
+impl Root {
+    pub fn new(path: &Path, symlinks: Symlinks) -> Root {
+        Root {
+            path: path.to_path_buf(),
+            symlinks,
+            dir: RefCell::new(None),
+            has_openat2: std::cell::Cell::new(true),
+        }
+    }
+
+    /// Finds what `path` names under the root, trying the index names for a directory.
+    pub fn lookup(&self, path: &CleanPath, index: &[String]) -> Lookup {
+        self.refresh();
+        let slot = self.dir.borrow();
+        let Some((dir, _)) = slot.as_ref() else {
+            return Lookup::Missing(Status::NotFound);
+        };
+        let rel = if path.is_root() { "." } else { path.as_str() };
+        match self.open_regular(dir, rel) {
+            Ok(Found::File(file, meta)) => {
+                return Lookup::File(Opened {
+                    file,
+                    meta,
+                    name: name_of(path.as_str()),
+                });
+            }
+            Ok(Found::Dir) => {}
+            Ok(Found::Other) => return Lookup::Missing(Status::NotFound),
+            Err(status) => return Lookup::Missing(status),
+        }
+        if !path.trailing_slash && !path.is_root() {
+            return Lookup::DirWithoutSlash;
+        }
+        for name in index {
+            let mut full: heapless::String<MAX_PATH> = heapless::String::new();
+            let joined = if path.is_root() {
+                full.push_str(name)
+            } else {
+                full.push_str(path.as_str())
+                    .and_then(|()| full.push('/'))
+                    .and_then(|()| full.push_str(name))
+            };
+            if joined.is_err() {
+                return Lookup::Missing(Status::UriTooLong);
+            }
+            match self.open_regular(dir, &full) {
+                Ok(Found::File(file, meta)) => {
+                    return Lookup::File(Opened {
+                        file,
+                        meta,
+                        name: full,
+                    });
+                }
+                Ok(_) | Err(Status::NotFound) => continue,
+                Err(status) => return Lookup::Missing(status),
+            }
+        }
+        Lookup::DirWithoutIndex
+    }
+
+    /// Reopens the root if the cached handle is older than a second.
+    fn refresh(&self) {
+        let mut slot = self.dir.borrow_mut();
+        if slot
+            .as_ref()
+            .is_some_and(|(_, at)| at.elapsed().as_secs() < 1)
+        {
+            return;
+        }
+        *slot = match open_dir(&self.path) {
+            Ok(fd) => Some((fd, Instant::now())),
+            Err(e) => {
+                log::warn!("document root {}: {e}", self.path.display());
+                None
+            }
+        };
+    }
+
+    fn open_regular(&self, dir: &OwnedFd, rel: &str) -> Result<Found, Status> {
+        // O_NONBLOCK: opening a FIFO someone left in the root must not hang the worker.
+        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK;
+        let fd = match self.symlinks {
+            Symlinks::Anywhere => openat(dir.as_fd(), rel, flags, Mode::empty()),
+            Symlinks::Inside => self.open_beneath(dir, rel, flags),
+        }
+        .map_err(errno_status)?;
+        let file = File::from(fd);
+        let meta = file
+            .metadata()
+            .map_err(|e| errno_status(Errno::from_raw(e.raw_os_error().unwrap_or(0))))?;
+        if meta.is_file() {
+            Ok(Found::File(file, meta))
+        } else if meta.is_dir() {
+            Ok(Found::Dir)
+        } else {
+            Ok(Found::Other)
+        }
+    }
+
+    /// Opens `rel` so that no symlink can lead outside the root.
+    fn open_beneath(&self, dir: &OwnedFd, rel: &str, flags: OFlag) -> nix::Result<OwnedFd> {
+        if self.has_openat2.get() {
+            let how = OpenHow::new()
+                .flags(flags)
+                .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+            match openat2(dir.as_fd(), rel, how) {
+                Err(Errno::ENOSYS) => self.has_openat2.set(false),
+                other => return other,
+            }
+        }
+        // Kernels before 5.6: open, then check where the descriptor really points.
+        let fd = openat(dir.as_fd(), rel, flags, Mode::empty())?;
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|_| Errno::EACCES)?;
+        let root = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+            .map_err(|_| Errno::EACCES)?;
+        if real == root || real.starts_with(&root) {
+            Ok(fd)
+        } else {
+            Err(Errno::EXDEV)
+        }
+    }
+}
+
+enum Found {
+    File(File, std::fs::Metadata),
+    Dir,
+    Other,
+}
+
+fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    let fd = nix::fcntl::open(
+        path,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(fd)
+}
+
+fn name_of(rel: &str) -> heapless::String<MAX_PATH> {
+    let mut s = heapless::String::new();
+    // `rel` came from a CleanPath of the same capacity.
+    let _ = s.push_str(rel);
+    s
+}
+
+/// How a failed open is answered.
+fn errno_status(e: Errno) -> Status {
+    match e {
+        Errno::ENOENT | Errno::ENOTDIR => Status::NotFound,
+        // EXDEV: openat2 refused a path leaving the root; ELOOP: a symlink loop or magic link.
+        Errno::EACCES | Errno::EPERM | Errno::EXDEV | Errno::ELOOP => Status::Forbidden,
+        Errno::ENAMETOOLONG => Status::UriTooLong,
+        e => {
+            log::warn!("open failed: {e}");
+            Status::InternalServerError
+        }
+    }
+}
+
+/// Modification time in seconds and nanoseconds, never negative.
+pub fn mtime(meta: &std::fs::Metadata) -> (u64, u64) {
+    (meta.mtime().max(0) as u64, meta.mtime_nsec().max(0) as u64)
+}

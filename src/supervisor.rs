@@ -1,0 +1,209 @@
+//! The parent process: forks the workers after binding, restarts one that
+//! crashes, forwards stop requests, and on SIGHUP re-reads the configuration
+//! and replaces the workers (old ones finish their responses first).
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork};
+
+use crate::cli;
+use crate::config::Config;
+use crate::limits::RESPAWN_DELAY;
+use crate::sys;
+use crate::worker;
+
+pub struct Supervisor {
+    config: Config,
+    /// Listening sockets per worker slot.
+    sockets: Vec<Vec<OwnedFd>>,
+    /// Live worker per slot.
+    workers: HashMap<Pid, usize>,
+    /// Workers replaced by a reload, finishing their last responses.
+    retiring: Vec<Pid>,
+    /// Slots waiting to be restarted, with when.
+    respawn: Vec<(usize, Instant)>,
+}
+
+impl Supervisor {
+    pub fn new(config: Config, sockets: Vec<Vec<OwnedFd>>) -> Supervisor {
+        Supervisor {
+            config,
+            sockets,
+            workers: HashMap::new(),
+            retiring: Vec::new(),
+            respawn: Vec::new(),
+        }
+    }
+
+    /// Runs until stopped; returns the process exit status.
+    pub fn run(mut self) -> i32 {
+        let signals = match SignalFd::with_flags(&sys::handled_signals(), SfdFlags::SFD_CLOEXEC) {
+            Ok(s) => s,
+            Err(e) => {
+                log::error!("signalfd: {e}");
+                return 1;
+            }
+        };
+        for slot in 0..self.sockets.len() {
+            if let Err(e) = self.spawn(slot) {
+                log::error!("cannot start worker: {e}");
+                self.signal_all(Signal::SIGKILL);
+                return 1;
+            }
+        }
+        let mut stop_deadline: Option<Instant> = None;
+        loop {
+            let now = Instant::now();
+            let next = self
+                .respawn
+                .iter()
+                .map(|(_, at)| *at)
+                .chain(stop_deadline)
+                .min();
+            let wait = next.map_or(PollTimeout::NONE, |at| {
+                PollTimeout::try_from(
+                    at.saturating_duration_since(now)
+                        .max(Duration::from_millis(1)),
+                )
+                .unwrap_or(PollTimeout::MAX)
+            });
+            let mut fds = [PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+            let ready = matches!(poll(&mut fds, wait), Ok(n) if n > 0);
+            if ready {
+                match signals
+                    .read_signal()
+                    .ok()
+                    .flatten()
+                    .map(|s| Signal::try_from(s.ssi_signo as i32))
+                {
+                    Some(Ok(Signal::SIGCHLD)) => self.reap(stop_deadline.is_some()),
+                    Some(Ok(Signal::SIGTERM | Signal::SIGINT)) if stop_deadline.is_none() => {
+                        log::info!("stopping: finishing in-flight responses");
+                        self.respawn.clear();
+                        self.signal_all(Signal::SIGTERM);
+                        stop_deadline =
+                            Some(Instant::now() + self.config.grace + Duration::from_secs(1));
+                    }
+                    Some(Ok(Signal::SIGHUP)) if stop_deadline.is_none() => self.reload(),
+                    _ => {}
+                }
+            }
+            if let Some(deadline) = stop_deadline {
+                if self.workers.is_empty() && self.retiring.is_empty() {
+                    log::info!("marmoset stopped");
+                    return 0;
+                }
+                if Instant::now() >= deadline {
+                    log::warn!("workers still running after the grace period; killing them");
+                    self.signal_all(Signal::SIGKILL);
+                    stop_deadline = Some(Instant::now() + Duration::from_secs(3600));
+                }
+            }
+            self.respawn_due();
+        }
+    }
+
+    fn spawn(&mut self, slot: usize) -> nix::Result<()> {
+        let share = self.config.max_connections.div_ceil(self.sockets.len());
+        // SAFETY: the supervisor is single-threaded, so the child starts from a
+        // consistent copy of the process.
+        match unsafe { fork() }? {
+            ForkResult::Child => {
+                let config: &'static Config = Box::leak(Box::new(self.config.clone()));
+                let mine = std::mem::take(&mut self.sockets[slot]);
+                // The other slots' sockets belong to the other workers.
+                self.sockets.clear();
+                worker::run(config, mine, share)
+            }
+            ForkResult::Parent { child } => {
+                self.workers.insert(child, slot);
+                Ok(())
+            }
+        }
+    }
+
+    fn reap(&mut self, stopping: bool) {
+        while let Ok(status) = waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+            let (pid, how) = match status {
+                WaitStatus::Exited(pid, code) => (pid, format!("exited with status {code}")),
+                WaitStatus::Signaled(pid, sig, _) => (pid, format!("was killed by {sig}")),
+                _ => break,
+            };
+            if let Some(i) = self.retiring.iter().position(|p| *p == pid) {
+                self.retiring.swap_remove(i);
+                continue;
+            }
+            let Some(slot) = self.workers.remove(&pid) else {
+                continue;
+            };
+            if !stopping {
+                log::error!("worker {pid} {how}; restarting it");
+                self.respawn.push((slot, Instant::now() + RESPAWN_DELAY));
+            }
+        }
+    }
+
+    fn respawn_due(&mut self) {
+        let now = Instant::now();
+        let (due, later): (Vec<_>, Vec<_>) = self.respawn.drain(..).partition(|(_, at)| *at <= now);
+        self.respawn = later;
+        for (slot, _) in due {
+            if let Err(e) = self.spawn(slot) {
+                log::error!("cannot restart worker: {e}");
+                self.respawn.push((slot, now + RESPAWN_DELAY));
+            }
+        }
+    }
+
+    /// Re-reads the config; what needs the sockets or root privileges again
+    /// (addresses, workers, user, chroot) stays as it was.
+    fn reload(&mut self) {
+        log::info!("reloading configuration");
+        let mut new = match cli::parse(std::env::args_os()) {
+            Ok(cli::Action::Run(c)) => c,
+            Ok(_) => return,
+            Err(e) => {
+                log::error!("reload failed, keeping the running configuration: {e}");
+                return;
+            }
+        };
+        let old = &self.config;
+        if new.listen != old.listen
+            || new.workers != old.workers
+            || new.user != old.user
+            || new.chroot != old.chroot
+        {
+            log::warn!("listen, workers, user and chroot changes take effect at the next restart");
+        }
+        new.listen.clone_from(&old.listen);
+        new.workers = old.workers;
+        new.user.clone_from(&old.user);
+        new.group.clone_from(&old.group);
+        new.chroot = old.chroot;
+        if old.chroot {
+            new.root.clone_from(&old.root);
+        }
+        self.config = new;
+        let old_workers: Vec<(Pid, usize)> = self.workers.drain().collect();
+        for (pid, slot) in old_workers {
+            self.retiring.push(pid);
+            let _ = kill(pid, Signal::SIGTERM);
+            if let Err(e) = self.spawn(slot) {
+                log::error!("cannot start worker: {e}");
+                self.respawn.push((slot, Instant::now() + RESPAWN_DELAY));
+            }
+        }
+    }
+
+    fn signal_all(&self, sig: Signal) {
+        for pid in self.workers.keys().chain(self.retiring.iter()) {
+            let _ = kill(*pid, sig);
+        }
+    }
+}

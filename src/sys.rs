@@ -1,0 +1,201 @@
+//! The Unix calls: listening sockets, privileges, daemonising, signals,
+//! sendfile. Everything here goes through `nix`.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+use nix::sys::socket::{
+    self, AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage, sockopt,
+};
+use nix::unistd::{Gid, Group, Uid, User};
+
+/// Opens a listening TCP socket. SO_REUSEPORT lets each worker have its own
+/// socket on the same port; IP_FREEBIND lets a device bind an address its
+/// interface does not have yet (a known uhttpd complaint at boot).
+pub fn listen(addr: SocketAddr) -> io::Result<OwnedFd> {
+    let family = if addr.is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    };
+    let fd = socket::socket(
+        family,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )?;
+    socket::setsockopt(&fd, sockopt::ReuseAddr, &true)?;
+    socket::setsockopt(&fd, sockopt::ReusePort, &true)?;
+    if addr.is_ipv6() {
+        // Lets `[::]:80` and `0.0.0.0:80` both be listed, as the defaults do.
+        socket::setsockopt(&fd, sockopt::Ipv6V6Only, &true)?;
+    }
+    // Linux honours IP_FREEBIND on IPv6 sockets too.
+    let _ = socket::setsockopt(&fd, sockopt::IpFreebind, &true);
+    socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr))?;
+    socket::listen(&fd, Backlog::new(511).unwrap_or(Backlog::MAXCONN))?;
+    Ok(fd)
+}
+
+/// The address a socket is bound to (the real port when 0 was asked).
+pub fn local_addr(fd: &OwnedFd) -> io::Result<SocketAddr> {
+    let addr: SockaddrStorage = socket::getsockname(fd.as_raw_fd())?;
+    if let Some(v4) = addr.as_sockaddr_in() {
+        Ok(SocketAddr::from((v4.ip(), v4.port())))
+    } else if let Some(v6) = addr.as_sockaddr_in6() {
+        Ok(SocketAddr::from((v6.ip(), v6.port())))
+    } else {
+        Err(io::Error::other("not an IP socket"))
+    }
+}
+
+/// Blocks the signals the server handles, so that they arrive through a
+/// signalfd in whichever process waits for them, and ignores SIGPIPE.
+pub fn block_signals() -> nix::Result<SigSet> {
+    let set = handled_signals();
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None)?;
+    // SAFETY: SIG_IGN installs no handler code, so nothing can run at signal time.
+    unsafe { nix::sys::signal::signal(Signal::SIGPIPE, nix::sys::signal::SigHandler::SigIgn) }?;
+    Ok(set)
+}
+
+pub fn handled_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGCHLD,
+    ] {
+        set.add(s);
+    }
+    set
+}
+
+/// Who to become after binding.
+pub struct Identity {
+    uid: Uid,
+    gid: Gid,
+    name: String,
+}
+
+/// Looks the user and group up now, while /etc/passwd is still reachable.
+pub fn resolve_identity(
+    user: Option<&str>,
+    group: Option<&str>,
+) -> Result<Option<Identity>, String> {
+    let Some(user) = user else {
+        if group.is_some() {
+            return Err("`group` needs `user` as well".into());
+        }
+        return Ok(None);
+    };
+    let u = User::from_name(user)
+        .map_err(|e| format!("user {user}: {e}"))?
+        .ok_or(format!("no user named {user}"))?;
+    let gid = match group {
+        Some(g) => {
+            Group::from_name(g)
+                .map_err(|e| format!("group {g}: {e}"))?
+                .ok_or(format!("no group named {g}"))?
+                .gid
+        }
+        None => u.gid,
+    };
+    Ok(Some(Identity {
+        uid: u.uid,
+        gid,
+        name: user.to_string(),
+    }))
+}
+
+/// Chroots if asked, then drops to the user and group (real, effective and
+/// saved ids; supplementary groups cleared). Any failure is fatal: better
+/// not to run than to serve as root by mistake.
+pub fn drop_privileges(id: Option<&Identity>, chroot: Option<&Path>) -> Result<(), String> {
+    if let Some(dir) = chroot {
+        nix::unistd::chroot(dir).map_err(|e| format!("chroot {}: {e}", dir.display()))?;
+        nix::unistd::chdir("/").map_err(|e| format!("chdir / after chroot: {e}"))?;
+    }
+    let Some(id) = id else {
+        return Ok(());
+    };
+    nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
+    nix::unistd::setresgid(id.gid, id.gid, id.gid)
+        .map_err(|e| format!("setresgid {}: {e}", id.gid))?;
+    nix::unistd::setresuid(id.uid, id.uid, id.uid)
+        .map_err(|e| format!("setresuid {}: {e}", id.uid))?;
+    if id.uid.as_raw() != 0
+        && (nix::unistd::setuid(Uid::from_raw(0)).is_ok() || Uid::effective().is_root())
+    {
+        return Err(format!(
+            "still able to regain root after switching to {}",
+            id.name
+        ));
+    }
+    Ok(())
+}
+
+/// Detaches from the terminal: fork, new session, stdio to /dev/null.
+/// The parent exits 0 once the child exists.
+pub fn daemonize() -> Result<(), String> {
+    use nix::unistd::{ForkResult, fork, setsid};
+    // SAFETY: called before any thread is started, so the child is a full copy.
+    match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+        ForkResult::Parent { .. } => std::process::exit(0),
+        ForkResult::Child => {}
+    }
+    setsid().map_err(|e| format!("setsid: {e}"))?;
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map_err(|e| format!("/dev/null: {e}"))?;
+    nix::unistd::dup2_stdin(&null).map_err(|e| format!("dup2: {e}"))?;
+    nix::unistd::dup2_stdout(&null).map_err(|e| format!("dup2: {e}"))?;
+    nix::unistd::dup2_stderr(&null).map_err(|e| format!("dup2: {e}"))?;
+    Ok(())
+}
+
+/// Sends up to `len` bytes of `file` from `offset`; returns the bytes sent.
+pub fn sendfile(
+    sock: &impl AsFd,
+    file: &impl AsFd,
+    offset: &mut i64,
+    len: usize,
+) -> io::Result<usize> {
+    Ok(nix::sys::sendfile::sendfile64(
+        sock,
+        file,
+        Some(offset),
+        len,
+    )?)
+}
+
+/// Sends `buf` with MSG_MORE, so the headers leave in the same segment as the
+/// first bytes of the sendfile(2) body that follows.
+pub fn send_more(sock: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
+    Ok(socket::send(
+        sock.as_raw_fd(),
+        buf,
+        socket::MsgFlags::from_bits_retain(nix::libc::MSG_MORE),
+    )?)
+}
+
+pub fn set_nodelay(sock: &impl AsFd) {
+    let _ = socket::setsockopt(sock, sockopt::TcpNoDelay, &true);
+}
+
+/// Ends the worker when the supervisor dies, whatever killed it.
+pub fn die_with_parent() {
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
+}
+
+/// Writes the pid file (for SysV scripts and start-stop-daemon).
+pub fn write_pidfile(path: &Path) -> Result<(), String> {
+    std::fs::write(path, format!("{}\n", std::process::id()))
+        .map_err(|e| format!("pidfile {}: {e}", path.display()))
+}

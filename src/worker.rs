@@ -1,0 +1,182 @@
+//! One worker process: a single-threaded executor over async-io that accepts
+//! on its own listening sockets, serves connections up to its share of the
+//! connection limit, and stops gracefully on SIGTERM.
+
+use std::cell::{Cell, RefCell};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
+use std::rc::Rc;
+use std::time::Duration;
+
+use async_executor::LocalExecutor;
+use async_io::{Async, Timer};
+use futures_lite::future;
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+
+use crate::access_log::AccessLog;
+use crate::buffers::Pool;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::conn;
+use crate::limits::ACCEPT_BACKOFF;
+use crate::notify::Notify;
+use crate::router::Site;
+use crate::sys;
+
+/// Everything a worker's connections share. Lives for the whole process.
+pub struct Worker {
+    pub config: &'static Config,
+    pub site: Site,
+    pub clock: Clock,
+    pub pool: Pool,
+    pub access_log: RefCell<AccessLog>,
+    active: Cell<usize>,
+    limit: usize,
+    slot_freed: Notify,
+    stopping: Cell<bool>,
+    pub stop: Notify,
+}
+
+impl Worker {
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.get()
+    }
+
+    /// Marks a connection as gone and wakes an accept loop waiting at the limit.
+    pub fn release_slot(&self) {
+        self.active.set(self.active.get() - 1);
+        self.slot_freed.notify_all();
+        if self.stopping.get() && self.active.get() == 0 {
+            self.stop.notify_all();
+        }
+    }
+}
+
+/// Runs a worker until it is told to stop; never returns.
+pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, share_of_limit: usize) -> ! {
+    sys::die_with_parent();
+    let worker: &'static Worker = Box::leak(Box::new(Worker {
+        config,
+        site: Site::new(config),
+        clock: Clock::new(),
+        pool: Pool::default(),
+        access_log: RefCell::new(AccessLog::open(&config.access_log)),
+        active: Cell::new(0),
+        limit: share_of_limit.max(1),
+        slot_freed: Notify::default(),
+        stopping: Cell::new(false),
+        stop: Notify::default(),
+    }));
+    let ex = Rc::new(LocalExecutor::new());
+    let code = async_io::block_on(ex.run(serve(worker, ex.clone(), listeners)));
+    std::process::exit(code)
+}
+
+async fn serve(w: &'static Worker, ex: Rc<LocalExecutor<'static>>, listeners: Vec<OwnedFd>) -> i32 {
+    let signals = match SignalFd::with_flags(
+        &sys::handled_signals(),
+        SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC,
+    )
+    .and_then(|fd| Async::new(fd).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0))))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!("signalfd: {e}");
+            return 1;
+        }
+    };
+    for fd in listeners {
+        match Async::new(TcpListener::from(fd)) {
+            Ok(l) => ex.spawn(accept_loop(w, ex.clone(), l)).detach(),
+            Err(e) => {
+                log::error!("listener: {e}");
+                return 1;
+            }
+        }
+    }
+    loop {
+        let signal = signals
+            .read_with(|s| s.read_signal()?.ok_or(Errno::EAGAIN.into()))
+            .await;
+        match signal.map(|s| Signal::try_from(s.ssi_signo as i32)) {
+            Ok(Ok(Signal::SIGTERM | Signal::SIGINT)) => break,
+            Ok(Ok(Signal::SIGHUP)) => w.access_log.borrow_mut().reopen(&w.config.access_log),
+            Ok(_) => {}
+            Err(e) => log::warn!("reading signals: {e}"),
+        }
+    }
+    drain(w).await;
+    0
+}
+
+/// Stops accepting, closes idle connections and gives busy ones the grace period.
+async fn drain(w: &'static Worker) {
+    w.stopping.set(true);
+    w.stop.notify_all();
+    let deadline = Timer::after(w.config.grace);
+    let all_done = async {
+        while w.active.get() > 0 {
+            w.stop.notified().await;
+        }
+    };
+    if future::or(
+        async {
+            all_done.await;
+            true
+        },
+        async {
+            deadline.await;
+            false
+        },
+    )
+    .await
+    {
+        return;
+    }
+    log::warn!(
+        "{} connection(s) still busy after the grace period; closing them",
+        w.active.get()
+    );
+}
+
+async fn accept_loop(
+    w: &'static Worker,
+    ex: Rc<LocalExecutor<'static>>,
+    listener: Async<TcpListener>,
+) {
+    let mut last_warning: Option<std::time::Instant> = None;
+    loop {
+        while w.active.get() >= w.limit && !w.is_stopping() {
+            future::or(w.slot_freed.notified(), w.stop.notified()).await;
+        }
+        if w.is_stopping() {
+            return;
+        }
+        let accepted = future::or(async { Some(listener.accept().await) }, async {
+            w.stop.notified().await;
+            None
+        })
+        .await;
+        match accepted {
+            None => return,
+            Some(Ok((stream, peer))) => {
+                sys::set_nodelay(stream.get_ref());
+                w.active.set(w.active.get() + 1);
+                ex.spawn(conn::serve(w, stream, peer)).detach();
+            }
+            Some(Err(e)) => {
+                // EMFILE and friends: wait instead of spinning on a socket that stays readable.
+                if last_warning.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                    log::warn!("accept: {e}; pausing accepts briefly");
+                    last_warning = Some(std::time::Instant::now());
+                }
+                Timer::after(ACCEPT_BACKOFF).await;
+            }
+        }
+    }
+}
+
+/// Keeps `TcpStream` in the signature of this module's users.
+pub type Stream = Async<TcpStream>;
