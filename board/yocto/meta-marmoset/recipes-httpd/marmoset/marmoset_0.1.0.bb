@@ -1,0 +1,39 @@
+SUMMARY = "Minimal-footprint HTTP/1.1 server for embedded device web UIs"
+HOMEPAGE = "https://github.com/marmoset-httpd/marmoset"
+LICENSE = "MIT"
+LIC_FILES_CHKSUM = "file://LICENSE;md5=00000000000000000000000000000000"
+
+SRC_URI = "git://github.com/marmoset-httpd/marmoset.git;protocol=https;branch=main"
+# v0.1.0
+SRCREV = "0000000000000000000000000000000000000000"
+S = "${WORKDIR}/git"
+
+inherit cargo cargo-update-recipe-crates update-rc.d systemd useradd
+
+# crates.io dependencies, generated from Cargo.lock by board/crates-inc.sh
+# (same output as `bitbake -c update_crates marmoset`).
+require ${BPN}-crates.inc
+
+do_install:append() {
+    install -d ${D}${sysconfdir}/marmoset
+    install -m 0644 ${S}/rootfs-overlay/etc/marmoset/marmoset.conf ${D}${sysconfdir}/marmoset/
+    if ${@bb.utils.contains('DISTRO_FEATURES', 'sysvinit', 'true', 'false', d)}; then
+        install -d ${D}${sysconfdir}/init.d
+        install -m 0755 ${S}/init/S50marmoset ${D}${sysconfdir}/init.d/marmoset
+    fi
+    if ${@bb.utils.contains('DISTRO_FEATURES', 'systemd', 'true', 'false', d)}; then
+        install -d ${D}${systemd_system_unitdir}
+        install -m 0644 ${S}/init/marmoset.service ${D}${systemd_system_unitdir}/
+    fi
+}
+
+INITSCRIPT_NAME = "marmoset"
+INITSCRIPT_PARAMS = "defaults 50"
+
+SYSTEMD_SERVICE:${PN} = "marmoset.service"
+
+USERADD_PACKAGES = "${PN}"
+USERADD_PARAM:${PN} = "--system --no-create-home --home-dir /nonexistent \
+                       --shell /sbin/nologin --user-group marmoset"
+
+CONFFILES:${PN} = "${sysconfdir}/marmoset/marmoset.conf"
