@@ -1,0 +1,401 @@
+//! Test harness: starts the real `marmoset` binary on port 0 with a
+//! temporary root, reads the bound port from its log, and kills it on drop.
+//! `MARMOSET_BIN` and `MARMOSET_RUNNER` (e.g. `qemu-aarch64-static`) let the
+//! same tests drive a cross-built binary under qemu-user.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long the server may take to start (qemu-user is slow).
+pub fn start_deadline() -> Duration {
+    if runner().is_empty() {
+        Duration::from_secs(10)
+    } else {
+        Duration::from_secs(60)
+    }
+}
+
+fn runner() -> Vec<String> {
+    std::env::var("MARMOSET_RUNNER")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+pub fn binary() -> PathBuf {
+    std::env::var_os("MARMOSET_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_marmoset")),
+        PathBuf::from,
+    )
+}
+
+/// The binary, through the runner if there is one.
+pub fn command() -> Command {
+    let mut r = runner();
+    if r.is_empty() {
+        Command::new(binary())
+    } else {
+        let mut c = Command::new(r.remove(0));
+        c.args(r).arg(binary());
+        c
+    }
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "marmoset-test-{}-{}-{tag}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.0.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+    pub log: Arc<Mutex<String>>,
+    pub root: TempDir,
+}
+
+impl Server {
+    /// A server on 127.0.0.1:0 over a root with an index.html.
+    pub fn start(args: &[&str]) -> Server {
+        let root = TempDir::new("root");
+        root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+        Server::start_in(root, args)
+    }
+
+    pub fn start_in(root: TempDir, args: &[&str]) -> Server {
+        let mut cmd = command();
+        cmd.args(["--config", "/dev/null", "--root"])
+            .arg(root.path());
+        if !args.iter().any(|a| *a == "--listen") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        cmd.args(args);
+        Server::spawn(cmd, root)
+    }
+
+    pub fn spawn(mut cmd: Command, root: TempDir) -> Server {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn marmoset");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(i) = line.find("listening on ") {
+                    let addr = &line[i + "listening on ".len()..];
+                    if let Some(port) = addr.rsplit(':').next().and_then(|p| p.parse::<u16>().ok())
+                    {
+                        let _ = tx.send(port);
+                    }
+                }
+                let mut l = sink.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let port = match rx.recv_timeout(start_deadline()) {
+            Ok(p) => p,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("server did not start; log:\n{}", log.lock().unwrap());
+            }
+        };
+        let s = Server {
+            child,
+            port,
+            log,
+            root,
+        };
+        s.wait_ready();
+        s
+    }
+
+    /// Waits until a connection is accepted and answered.
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + start_deadline();
+        while Instant::now() < deadline {
+            if let Ok(mut c) = TcpStream::connect(("127.0.0.1", self.port)) {
+                let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+                if c.write_all(b"HEAD / HTTP/1.0\r\n\r\n").is_ok() {
+                    let mut b = [0u8; 12];
+                    if c.read_exact(&mut b).is_ok() && b.starts_with(b"HTTP/1.1 ") {
+                        return;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("server never answered; log:\n{}", self.log.lock().unwrap());
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Waits until the log contains `needle`.
+    pub fn wait_log(&self, needle: &str, within: Duration) -> bool {
+        wait_until(within, || self.log_text().contains(needle))
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args(["-s", sig, &self.pid().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -s {sig}");
+    }
+
+    /// Waits for the process to exit; its status code.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{}", self.port, path)
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        let c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c
+    }
+
+    /// Sends raw bytes, reads until the server closes (or 10 s pass).
+    pub fn raw(&self, request: &[u8]) -> String {
+        let mut c = self.connect();
+        c.write_all(request).unwrap();
+        let _ = c.shutdown(Shutdown::Write);
+        read_to_close(&mut c)
+    }
+
+    /// One request on a fresh connection; the parsed response.
+    pub fn get(&self, path: &str, headers: &[&str]) -> Response {
+        let mut req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n");
+        for h in headers {
+            req.push_str(h);
+            req.push_str("\r\n");
+        }
+        req.push_str("\r\n");
+        let mut c = self.connect();
+        c.write_all(req.as_bytes()).unwrap();
+        read_response(&mut c, false).expect("a response")
+    }
+
+    /// Checks the server still answers a normal request.
+    pub fn assert_healthy(&self) {
+        let r = self.get("/", &[]);
+        assert_eq!(
+            r.status,
+            200,
+            "server no longer serves /; log:\n{}",
+            self.log_text()
+        );
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn read_to_close(c: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Reads one response from a persistent connection (Content-Length framed,
+/// or to close). `head_only`: a HEAD answer has no body whatever its length.
+pub fn read_response(c: &mut TcpStream, head_only: bool) -> Option<Response> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match c.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let text = String::from_utf8_lossy(&head).into_owned();
+    let mut lines = text.split("\r\n");
+    let status_line = lines.next()?;
+    let status = status_line.split(' ').nth(1)?.parse().ok()?;
+    let headers: Vec<(String, String)> = lines
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| {
+            l.split_once(':')
+                .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+        })
+        .collect();
+    let mut r = Response {
+        status,
+        headers,
+        body: Vec::new(),
+    };
+    let no_body = head_only || status == 304 || status == 204;
+    if !no_body {
+        match r
+            .header("content-length")
+            .map(|v| v.parse::<usize>().unwrap())
+        {
+            Some(n) => {
+                let mut body = vec![0; n];
+                c.read_exact(&mut body).ok()?;
+                r.body = body;
+            }
+            None => {
+                c.read_to_end(&mut r.body).ok()?;
+            }
+        }
+    }
+    Some(r)
+}
+
+/// Polls `cond` until it holds or `within` passes.
+pub fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs curl; returns (status code, headers text, body).
+pub fn curl(args: &[&str]) -> (u16, String, Vec<u8>) {
+    let dir = TempDir::new("curl");
+    let headers = dir.path().join("h");
+    let body = dir.path().join("b");
+    let out = Command::new("curl")
+        .args(["-s", "-S", "--max-time", "20", "-o"])
+        .arg(&body)
+        .arg("-D")
+        .arg(&headers)
+        .args(["-w", "%{http_code}"])
+        .args(args)
+        .output()
+        .expect("curl is installed");
+    let code = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    (
+        code,
+        std::fs::read_to_string(&headers).unwrap_or_default(),
+        std::fs::read(&body).unwrap_or_default(),
+    )
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc_geteuid() == 0 }
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+/// Children of a process (its workers).
+pub fn children(pid: i32) -> Vec<i32> {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// A field of /proc/PID/status, e.g. "Uid".
+pub fn proc_status(pid: i32, field: &str) -> Option<String> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines().find_map(|l| {
+        l.strip_prefix(field)
+            .and_then(|r| r.strip_prefix(':'))
+            .map(|v| v.trim().to_string())
+    })
+}
+
+/// Open file descriptors of a process.
+pub fn fd_count(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}

@@ -1,0 +1,434 @@
+//! HTTP/1.1 behaviour over real TCP: methods, versions, persistence,
+//! framing, headers, conditional requests and ranges.
+
+mod common;
+
+use std::io::Write;
+
+use common::*;
+
+#[test]
+fn get_has_the_standard_headers() {
+    let s = Server::start(&[]);
+    let r = s.get("/index.html", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "<!DOCTYPE html><title>t</title>hello\n");
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(r.header("content-length"), Some("37"));
+    assert_eq!(r.header("accept-ranges"), Some("bytes"));
+    assert_eq!(r.header("server"), Some("marmoset"));
+    let etag = r.header("etag").unwrap();
+    assert!(
+        etag.starts_with('"') && etag.ends_with('"') && !etag.starts_with("W/"),
+        "{etag}"
+    );
+    assert!(r.header("last-modified").unwrap().ends_with(" GMT"));
+    assert!(r.header("date").unwrap().ends_with(" GMT"));
+}
+
+#[test]
+fn server_header_can_be_renamed_or_hidden() {
+    let s = Server::start(&["--server-name", "devbox"]);
+    assert_eq!(s.get("/", &[]).header("server"), Some("devbox"));
+    let s = Server::start(&["--server-name", "off"]);
+    assert_eq!(s.get("/", &[]).header("server"), None);
+}
+
+#[test]
+fn head_has_headers_and_no_body() {
+    let s = Server::start(&[]);
+    let mut c = s.connect();
+    c.write_all(
+        b"HEAD /index.html HTTP/1.1\r\nHost: t\r\n\r\nGET /index.html HTTP/1.1\r\nHost: t\r\n\r\n",
+    )
+    .unwrap();
+    let head = read_response(&mut c, true).unwrap();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), Some("37"));
+    // The next response starts right after the HEAD's head: no body bytes in between.
+    let get = read_response(&mut c, false).unwrap();
+    assert_eq!(get.status, 200);
+    assert_eq!(get.body.len(), 37);
+}
+
+#[test]
+fn other_methods_get_405_or_501() {
+    let s = Server::start(&[]);
+    for m in ["POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE"] {
+        let out = s.raw(
+            format!("{m} /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes(),
+        );
+        assert!(out.starts_with("HTTP/1.1 405 "), "{m}: {out}");
+        assert!(out.contains("\r\nAllow: GET, HEAD\r\n"), "{m}: {out}");
+    }
+    for m in ["BREW", "get", "PROPFIND"] {
+        let out =
+            s.raw(format!("{m} / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes());
+        assert!(out.starts_with("HTTP/1.1 501 "), "{m}: {out}");
+    }
+    s.assert_healthy();
+}
+
+#[test]
+fn http10_closes_unless_keep_alive() {
+    let s = Server::start(&[]);
+    let out = s.raw(b"GET / HTTP/1.0\r\n\r\n");
+    assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+    assert!(!out.contains("Connection: keep-alive"));
+    // With keep-alive the connection stays open for a second request.
+    let mut c = s.connect();
+    c.write_all(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c, false).unwrap();
+    assert_eq!(r.header("connection"), Some("keep-alive"));
+    c.write_all(b"GET /index.html HTTP/1.0\r\n\r\n").unwrap();
+    let r = read_response(&mut c, false).unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        read_to_close(&mut c),
+        "",
+        "1.0 without keep-alive closes after the response"
+    );
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let s = Server::start(&[]);
+    s.root.write("a.txt", "A");
+    s.root.write("b.txt", "BB");
+    let mut c = s.connect();
+    c.write_all(b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\nGET /missing HTTP/1.1\r\nHost: t\r\n\r\nGET /b.txt HTTP/1.1\r\nHost: t\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").unwrap();
+    let a = read_response(&mut c, false).unwrap();
+    let missing = read_response(&mut c, false).unwrap();
+    let b = read_response(&mut c, false).unwrap();
+    let last = read_response(&mut c, false).unwrap();
+    assert_eq!((a.status, a.text().as_str()), (200, "A"));
+    assert_eq!(missing.status, 404);
+    assert_eq!((b.status, b.text().as_str()), (200, "BB"));
+    assert_eq!(last.header("connection"), Some("close"));
+    assert_eq!(read_to_close(&mut c), "", "closed after Connection: close");
+}
+
+#[test]
+fn host_is_required_on_1_1_and_absolute_form_works() {
+    let s = Server::start(&[]);
+    let out = s.raw(b"GET / HTTP/1.1\r\n\r\n");
+    assert!(out.starts_with("HTTP/1.1 400 "), "{out}");
+    let out = s.raw(b"GET http://device.local/index.html HTTP/1.1\r\nHost: device.local\r\nConnection: close\r\n\r\n");
+    assert!(
+        out.starts_with("HTTP/1.1 200 ") && out.ends_with("hello\n"),
+        "{out}"
+    );
+    s.assert_healthy();
+}
+
+#[test]
+fn other_versions_get_505() {
+    let s = Server::start(&[]);
+    for v in ["HTTP/2.0", "HTTP/1.2", "HTTP/3.0"] {
+        let out = s.raw(format!("GET / {v}\r\nHost: t\r\n\r\n").as_bytes());
+        assert!(out.starts_with("HTTP/1.1 505 "), "{v}: {out}");
+    }
+    let out = s.raw(b"GET / JUNK/1.1\r\nHost: t\r\n\r\n");
+    assert!(out.starts_with("HTTP/1.1 400 "), "{out}");
+    s.assert_healthy();
+}
+
+#[test]
+fn a_get_body_is_read_and_the_next_request_parsed() {
+    let s = Server::start(&[]);
+    s.root.write("b.txt", "B");
+    let mut c = s.connect();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 22\r\n\r\nGET /b.txt HTTP/1.1\r\nXGET /b.txt HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let first = read_response(&mut c, false).unwrap();
+    assert_eq!(first.status, 200);
+    let second = read_response(&mut c, false).unwrap();
+    assert_eq!(
+        (second.status, second.text().as_str()),
+        (200, "B"),
+        "the body was not taken for a request"
+    );
+}
+
+#[test]
+fn bad_framing_gets_400_and_close() {
+    let s = Server::start(&[]);
+    let rows: &[&[u8]] = &[
+        b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+        b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 5, 5\r\n\r\nhello",
+        b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: -1\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 0x10\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: \r\n\r\n",
+    ];
+    for raw in rows {
+        let mut c = s.connect();
+        c.write_all(raw).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        let out = read_to_close(&mut c);
+        assert!(
+            out.starts_with("HTTP/1.1 400 "),
+            "{}: {out}",
+            String::from_utf8_lossy(raw)
+        );
+        assert_eq!(
+            out.matches("HTTP/1.1").count(),
+            1,
+            "one answer, then close: {out}"
+        );
+        assert!(out.contains("Connection: close"));
+    }
+    s.assert_healthy();
+}
+
+#[test]
+fn oversized_heads_get_414_and_431() {
+    let s = Server::start(&[]);
+    let long_target = format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(5000));
+    let out = s.raw(long_target.as_bytes());
+    assert!(out.starts_with("HTTP/1.1 414 "), "{out}");
+    let big_header = format!(
+        "GET / HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n",
+        "b".repeat(9000)
+    );
+    let out = s.raw(big_header.as_bytes());
+    assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
+    let many: String = (0..100).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let out = s.raw(format!("GET / HTTP/1.1\r\nHost: t\r\n{many}\r\n").as_bytes());
+    assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
+    s.assert_healthy();
+}
+
+#[test]
+fn content_types_come_from_the_table() {
+    let root = TempDir::new("mime");
+    root.write("index.html", "x");
+    let names = [
+        ("a.html", "text/html; charset=utf-8"),
+        ("a.css", "text/css; charset=utf-8"),
+        ("a.js", "text/javascript; charset=utf-8"),
+        ("a.mjs", "text/javascript; charset=utf-8"),
+        ("a.json", "application/json"),
+        ("a.js.map", "application/json"),
+        ("a.svg", "image/svg+xml"),
+        ("a.png", "image/png"),
+        ("a.jpg", "image/jpeg"),
+        ("a.gif", "image/gif"),
+        ("a.ico", "image/x-icon"),
+        ("a.webp", "image/webp"),
+        ("a.avif", "image/avif"),
+        ("a.woff", "font/woff"),
+        ("a.woff2", "font/woff2"),
+        ("a.ttf", "font/ttf"),
+        ("a.wasm", "application/wasm"),
+        ("a.txt", "text/plain; charset=utf-8"),
+        ("a.xml", "text/xml; charset=utf-8"),
+        ("a.pdf", "application/pdf"),
+        ("site.webmanifest", "application/manifest+json"),
+        ("noext", "application/octet-stream"),
+    ];
+    for (n, _) in names {
+        root.write(n, "x");
+    }
+    let s = Server::start_in(root, &[]);
+    for (n, t) in names {
+        assert_eq!(
+            s.get(&format!("/{n}"), &[]).header("content-type"),
+            Some(t),
+            "{n}"
+        );
+    }
+}
+
+#[test]
+fn conditional_requests() {
+    let s = Server::start(&[]);
+    let first = s.get("/index.html", &[]);
+    let etag = first.header("etag").unwrap().to_string();
+    let lm = first.header("last-modified").unwrap().to_string();
+
+    let r = s.get("/index.html", &[&format!("If-None-Match: {etag}")]);
+    assert_eq!(r.status, 304);
+    assert!(r.body.is_empty());
+    assert_eq!(r.header("etag"), Some(etag.as_str()));
+    assert_eq!(r.header("content-length"), None);
+    assert_eq!(
+        s.get(
+            "/index.html",
+            &[&format!("If-None-Match: \"nope\", W/{etag}")]
+        )
+        .status,
+        304
+    );
+    assert_eq!(s.get("/index.html", &["If-None-Match: *"]).status, 304);
+    assert_eq!(
+        s.get("/index.html", &["If-None-Match: \"nope\""]).status,
+        200
+    );
+    assert_eq!(
+        s.get("/index.html", &[&format!("If-Modified-Since: {lm}")])
+            .status,
+        304
+    );
+    assert_eq!(
+        s.get(
+            "/index.html",
+            &["If-Modified-Since: Thu, 01 Jan 1998 00:00:00 GMT"]
+        )
+        .status,
+        200
+    );
+    // If-None-Match takes precedence over If-Modified-Since.
+    assert_eq!(
+        s.get(
+            "/index.html",
+            &[
+                "If-None-Match: \"nope\"",
+                &format!("If-Modified-Since: {lm}")
+            ]
+        )
+        .status,
+        200
+    );
+
+    assert_eq!(s.get("/index.html", &["If-Match: \"nope\""]).status, 412);
+    assert_eq!(
+        s.get("/index.html", &[&format!("If-Match: {etag}")]).status,
+        200
+    );
+    assert_eq!(
+        s.get(
+            "/index.html",
+            &["If-Unmodified-Since: Thu, 01 Jan 1998 00:00:00 GMT"]
+        )
+        .status,
+        412
+    );
+    assert_eq!(
+        s.get("/index.html", &[&format!("If-Unmodified-Since: {lm}")])
+            .status,
+        200
+    );
+
+    // curl's own conditional request.
+    let (code, _, body) = curl(&[
+        "-H",
+        &format!("If-None-Match: {etag}"),
+        &s.url("/index.html"),
+    ]);
+    assert_eq!((code, body.len()), (304, 0));
+}
+
+#[test]
+fn the_etag_changes_with_the_file() {
+    let s = Server::start(&[]);
+    let before = s
+        .get("/index.html", &[])
+        .header("etag")
+        .unwrap()
+        .to_string();
+    s.root
+        .write("index.html", "changed, and longer than before");
+    let after = s.get("/index.html", &[]);
+    assert_ne!(after.header("etag").unwrap(), before);
+    assert_eq!(
+        s.get("/index.html", &[&format!("If-None-Match: {before}")])
+            .status,
+        200
+    );
+}
+
+#[test]
+fn ranges() {
+    let s = Server::start(&[]);
+    s.root.write("digits.txt", "0123456789");
+    let r = s.get("/digits.txt", &["Range: bytes=2-4"]);
+    assert_eq!((r.status, r.text().as_str()), (206, "234"));
+    assert_eq!(r.header("content-range"), Some("bytes 2-4/10"));
+    let r = s.get("/digits.txt", &["Range: bytes=7-"]);
+    assert_eq!((r.status, r.text().as_str()), (206, "789"));
+    let r = s.get("/digits.txt", &["Range: bytes=-2"]);
+    assert_eq!((r.status, r.text().as_str()), (206, "89"));
+    let r = s.get("/digits.txt", &["Range: bytes=5-100"]);
+    assert_eq!((r.status, r.text().as_str()), (206, "56789"));
+    let r = s.get("/digits.txt", &["Range: bytes=10-"]);
+    assert_eq!(r.status, 416);
+    assert_eq!(r.header("content-range"), Some("bytes */10"));
+    // Several ranges: the whole file, as documented.
+    let r = s.get("/digits.txt", &["Range: bytes=0-1,4-5"]);
+    assert_eq!((r.status, r.text().as_str()), (200, "0123456789"));
+    // If-Range with the current ETag or date: 206; stale: 200.
+    let etag = r.header("etag").unwrap().to_string();
+    let lm = r.header("last-modified").unwrap().to_string();
+    assert_eq!(
+        s.get(
+            "/digits.txt",
+            &["Range: bytes=0-0", &format!("If-Range: {etag}")]
+        )
+        .status,
+        206
+    );
+    assert_eq!(
+        s.get(
+            "/digits.txt",
+            &["Range: bytes=0-0", &format!("If-Range: {lm}")]
+        )
+        .status,
+        206
+    );
+    assert_eq!(
+        s.get("/digits.txt", &["Range: bytes=0-0", "If-Range: \"old\""])
+            .status,
+        200
+    );
+    assert_eq!(
+        s.get(
+            "/digits.txt",
+            &[
+                "Range: bytes=0-0",
+                "If-Range: Thu, 01 Jan 1998 00:00:00 GMT"
+            ]
+        )
+        .status,
+        200
+    );
+    // curl resuming a download.
+    let (code, _, body) = curl(&["-r", "3-5", &s.url("/digits.txt")]);
+    assert_eq!((code, body.as_slice()), (206, &b"345"[..]));
+}
+
+#[test]
+fn large_files_arrive_whole_and_ranged() {
+    let s = Server::start(&[]);
+    let data: Vec<u8> = (0..204_800u32).map(|i| (i * 7 % 251) as u8).collect();
+    s.root.write("linux.jpg", &data);
+    let (code, headers, body) = curl(&[&s.url("/linux.jpg")]);
+    assert_eq!(code, 200);
+    assert!(headers.contains("image/jpeg"));
+    assert_eq!(body, data);
+    let r = s.get("/linux.jpg", &["Range: bytes=100000-100099"]);
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body, &data[100_000..100_100]);
+    // Several large responses on one connection stay framed.
+    let mut c = s.connect();
+    for _ in 0..3 {
+        c.write_all(b"GET /linux.jpg HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_response(&mut c, false).unwrap().body, data);
+    }
+}
+
+#[test]
+fn ipv6_and_several_listeners() {
+    let s = Server::start(&["--listen", "127.0.0.1:0", "--listen", "[::1]:0"]);
+    let log = s.log_text();
+    let v6_port: u16 = log
+        .lines()
+        .find_map(|l| l.split("listening on [::1]:").nth(1))
+        .and_then(|p| p.trim().parse().ok())
+        .expect("an IPv6 listener");
+    let (code, _, body) = curl(&["-g", &format!("http://[::1]:{v6_port}/")]);
+    assert_eq!(code, 200);
+    assert!(String::from_utf8_lossy(&body).contains("hello"));
+    s.assert_healthy();
+}
