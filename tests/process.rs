@@ -1,0 +1,377 @@
+//! The process: configuration and its errors, start-up failures, privileges,
+//! daemon mode, signals, the access log, and crashed workers.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = command().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn help_and_version() {
+    let (code, out, _) = run(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("--root DIR") && out.contains("--listen ADDR:PORT"),
+        "{out}"
+    );
+    let (code, out, _) = run(&["--version"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out.trim(),
+        format!("marmoset {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn a_bad_config_names_file_line_and_problem_and_binds_nothing() {
+    let dir = TempDir::new("conf");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let conf = dir.write(
+        "m.conf",
+        format!("# test\nlisten 127.0.0.1:{port}\nroot /tmp\n\nworkers many\n"),
+    );
+    let (code, _, err) = run(&["--config", conf.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(&format!("{}:5: workers: expected a number", conf.display())),
+        "{err}"
+    );
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+        "nothing was bound"
+    );
+
+    let conf = dir.write("u.conf", "root /tmp\nfrobnicate on\n");
+    let (code, _, err) = run(&["--config", conf.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("u.conf:2: frobnicate: unknown setting"),
+        "{err}"
+    );
+
+    let (code, _, err) = run(&["--config", "/nonexistent/marmoset.conf"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("/nonexistent/marmoset.conf: cannot read"),
+        "{err}"
+    );
+
+    let (code, _, err) = run(&["--config", "/dev/null", "--listen", "nowhere"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--listen: `nowhere` is not ADDR:PORT"),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_config() {
+    let dir = TempDir::new("check");
+    let good = dir.write(
+        "good.conf",
+        "listen 127.0.0.1:8080\nroot /tmp\nmax-requests 50\nserver-name off\n",
+    );
+    let (code, out, _) = run(&["--config", good.to_str().unwrap(), "--check-config"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("configuration OK"));
+    let bad = dir.write("bad.conf", "keepalive-timeout forever\n");
+    let (code, _, err) = run(&["--config", bad.to_str().unwrap(), "--check-config"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.conf:1: keepalive-timeout:"), "{err}");
+    let (code, _, err) = run(&[
+        "--config",
+        good.to_str().unwrap(),
+        "--user",
+        "no-such-user-here",
+        "--check-config",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no-such-user-here"), "{err}");
+}
+
+#[test]
+fn flags_win_over_the_file() {
+    let dir = TempDir::new("flags");
+    let conf = dir.write("m.conf", "server-name fromfile\nlisten 127.0.0.1:1\n");
+    let root = TempDir::new("flagsroot");
+    root.write("index.html", "x");
+    let mut cmd = command();
+    cmd.args([
+        "--config",
+        conf.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--server-name",
+        "fromflag",
+        "--root",
+    ]);
+    cmd.arg(root.path());
+    let s = Server::spawn(cmd, root);
+    assert_eq!(s.get("/", &[]).header("server"), Some("fromflag"));
+}
+
+#[test]
+fn a_busy_port_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, _, err) = run(&["--config", "/dev/null", "--root", "/tmp", "--listen", &addr]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("cannot listen on {addr}")) && err.contains("in use"),
+        "{err}"
+    );
+}
+
+#[test]
+fn drops_privileges_after_binding() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let s = Server::start(&["--user", "nobody", "--workers", "2"]);
+    s.assert_healthy();
+    assert!(wait_until(Duration::from_secs(10), || children(s.pid())
+        .len()
+        == 2));
+    let mut pids = children(s.pid());
+    pids.push(s.pid());
+    assert!(pids.len() >= 3, "supervisor and two workers: {pids:?}");
+    for pid in pids {
+        let uid = proc_status(pid, "Uid").unwrap();
+        let fields: Vec<&str> = uid.split_whitespace().collect();
+        assert_eq!(
+            &fields[..3],
+            &["65534", "65534", "65534"],
+            "pid {pid}: real, effective, saved"
+        );
+        assert_eq!(
+            proc_status(pid, "Groups").unwrap_or_default(),
+            "",
+            "supplementary groups cleared"
+        );
+    }
+    let (code, _, err) = run(&[
+        "--config",
+        "/dev/null",
+        "--root",
+        "/tmp",
+        "--listen",
+        "127.0.0.1:0",
+        "--user",
+        "no-such-user-here",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no user named no-such-user-here"), "{err}");
+}
+
+#[test]
+fn chroot_serves_the_root_as_slash() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let s = Server::start(&["--chroot", "--user", "nobody"]);
+    assert!(s.get("/index.html", &[]).text().contains("hello"));
+    let worker = children(s.pid())[0];
+    let root = std::fs::read_link(format!("/proc/{worker}/root")).unwrap();
+    assert_eq!(root, s.root.path());
+}
+
+#[test]
+fn daemon_mode_writes_the_pidfile_and_returns() {
+    let root = TempDir::new("daemon");
+    root.write("index.html", "d");
+    let pidfile = root.path().join("m.pid");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let status = command()
+        .args([
+            "--config",
+            "/dev/null",
+            "--daemon",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--root",
+        ])
+        .arg(root.path())
+        .arg("--pidfile")
+        .arg(&pidfile)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|p| p.ends_with('\n'))
+    }));
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let (code, _, body) = curl(&[&format!("http://127.0.0.1:{port}/")]);
+    assert_eq!((code, body.as_slice()), (200, &b"d"[..]));
+    Command::new("kill").arg(pid.to_string()).status().unwrap();
+    assert!(wait_until(
+        Duration::from_secs(10),
+        || !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            || proc_status(pid, "State").is_some_and(|s| s.starts_with('Z'))
+    ));
+}
+
+#[test]
+fn sigterm_finishes_the_response_in_flight_and_exits_0() {
+    let mut s = Server::start(&["--grace", "10"]);
+    let data = vec![b'x'; 8 << 20];
+    s.root.write("big.bin", &data);
+    let mut c = s.connect();
+    c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut first = [0u8; 1024];
+    c.read_exact(&mut first).unwrap();
+    // The response is in flight (8 MiB does not fit the socket buffers): stop now.
+    s.signal("TERM");
+    assert!(s.wait_log("stopping", Duration::from_secs(10)));
+    let mut rest = Vec::new();
+    c.read_to_end(&mut rest).unwrap();
+    let total = first.len() + rest.len();
+    let head_len = first.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert_eq!(total - head_len, data.len(), "the whole body arrived");
+    assert_eq!(s.wait_exit(Duration::from_secs(15)), Some(0));
+    assert!(s.log_text().contains("marmoset stopped"));
+}
+
+#[test]
+fn sigterm_closes_idle_connections_at_once() {
+    let mut s = Server::start(&["--keepalive-timeout", "60"]);
+    let mut idle = s.connect();
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    read_response(&mut idle, false).unwrap();
+    s.signal("INT");
+    assert_eq!(
+        s.wait_exit(Duration::from_secs(10)),
+        Some(0),
+        "did not wait for the idle client"
+    );
+    assert_eq!(read_to_close(&mut idle), "");
+}
+
+#[test]
+fn access_log_in_common_log_format_reopened_on_sighup() {
+    let logdir = TempDir::new("access");
+    let log = logdir.path().join("access.log");
+    let s = Server::start(&["--access-log", log.to_str().unwrap()]);
+    s.get("/index.html?q=1", &[]);
+    s.get("/missing", &[]);
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(wait_until(Duration::from_secs(5), || read().contains("/missing")));
+    let text = read();
+    let line = text
+        .lines()
+        .find(|l| l.contains("/index.html?q=1"))
+        .unwrap();
+    assert!(line.starts_with("127.0.0.1 - - ["), "{line}");
+    assert!(
+        line.ends_with(" +0000] \"GET /index.html?q=1 HTTP/1.1\" 200 37"),
+        "{line}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("\"GET /missing HTTP/1.1\" 404 ")),
+        "{text}"
+    );
+    // logrotate: move the file away, HUP, the next line lands in a new file.
+    let rotated = logdir.path().join("access.log.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    s.signal("HUP");
+    assert!(s.wait_log("reloading configuration", Duration::from_secs(5)));
+    assert!(wait_until(Duration::from_secs(10), || {
+        s.get("/after-rotate", &[]);
+        read().contains("/after-rotate")
+    }));
+}
+
+#[test]
+fn sighup_rereads_the_config_and_keeps_serving() {
+    let dir = TempDir::new("reload");
+    let conf = dir.write("m.conf", "server-name before\n");
+    let root = TempDir::new("reloadroot");
+    root.write("index.html", "x");
+    let mut cmd = command();
+    cmd.args([
+        "--config",
+        conf.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--root",
+    ])
+    .arg(root.path());
+    let s = Server::spawn(cmd, root);
+    let supervisor_pid = s.pid();
+    assert_eq!(s.get("/", &[]).header("server"), Some("before"));
+    std::fs::write(&conf, "server-name after\n").unwrap();
+    s.signal("HUP");
+    assert!(wait_until(Duration::from_secs(10), || s
+        .get("/", &[])
+        .header("server")
+        == Some("after")));
+    assert_eq!(s.pid(), supervisor_pid);
+    // A broken file on reload is reported and the running config stays.
+    std::fs::write(&conf, "workers lots\n").unwrap();
+    s.signal("HUP");
+    assert!(s.wait_log("reload failed", Duration::from_secs(10)));
+    assert_eq!(s.get("/", &[]).header("server"), Some("after"));
+}
+
+#[test]
+fn a_crashed_worker_is_restarted() {
+    let s = Server::start(&["--workers", "2"]);
+    assert!(wait_until(Duration::from_secs(10), || children(s.pid())
+        .len()
+        == 2));
+    let before = children(s.pid());
+    Command::new("kill")
+        .args(["-KILL", &before[0].to_string()])
+        .status()
+        .unwrap();
+    assert!(
+        s.wait_log("restarting it", Duration::from_secs(10)),
+        "{}",
+        s.log_text()
+    );
+    assert!(wait_until(Duration::from_secs(10), || {
+        let now = children(s.pid());
+        now.len() == 2 && !now.contains(&before[0])
+    }));
+    for _ in 0..20 {
+        s.assert_healthy();
+    }
+}
+
+#[test]
+fn the_log_says_started_and_stopped() {
+    let mut s = Server::start(&[]);
+    assert!(
+        s.log_text()
+            .contains(&format!("marmoset {} started", env!("CARGO_PKG_VERSION")))
+    );
+    s.signal("TERM");
+    assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+    assert!(s.log_text().contains("marmoset stopped"));
+}
