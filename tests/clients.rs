@@ -1,0 +1,267 @@
+//! Slow, idle, greedy and broken clients: timeouts, limits, descriptor
+//! exhaustion, and one client never disturbing another.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+#[test]
+fn a_slow_head_gets_408_and_is_closed() {
+    let s = Server::start(&["--header-timeout", "1"]);
+    let mut c = s.connect();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+        .unwrap();
+    let started = Instant::now();
+    let out = read_to_close(&mut c);
+    assert!(out.starts_with("HTTP/1.1 408 "), "{out}");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "closed by the header timeout"
+    );
+    s.assert_healthy();
+}
+
+#[test]
+fn a_silent_connection_is_closed_by_the_header_timeout() {
+    let s = Server::start(&["--header-timeout", "1"]);
+    let mut c = s.connect();
+    assert_eq!(read_to_close(&mut c), "", "closed without an answer");
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed() {
+    let s = Server::start(&["--keepalive-timeout", "1"]);
+    let mut c = s.connect();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut c, false).unwrap().status, 200);
+    assert_eq!(
+        read_to_close(&mut c),
+        "",
+        "closed by the keep-alive timeout"
+    );
+}
+
+#[test]
+fn max_requests_per_connection() {
+    let s = Server::start(&["--max-requests", "2"]);
+    let mut c = s.connect();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let first = read_response(&mut c, false).unwrap();
+    assert_eq!(first.header("connection"), None);
+    let second = read_response(&mut c, false).unwrap();
+    assert_eq!(second.header("connection"), Some("close"));
+    assert_eq!(
+        read_to_close(&mut c),
+        "",
+        "the third request is not answered on this connection"
+    );
+}
+
+#[test]
+fn a_stalled_reader_is_dropped_by_the_send_timeout() {
+    let s = Server::start(&["--send-timeout", "1", "--log-level", "debug"]);
+    s.root.write("big.bin", vec![b'z'; 32 << 20]);
+    let mut c = s.connect();
+    // Ask for 32 MiB and never read: the server's send stalls.
+    c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert!(
+        s.wait_log("send stalled", Duration::from_secs(10)),
+        "{}",
+        s.log_text()
+    );
+    // The server gave up: draining the socket ends in a close before all 32 MiB.
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    assert!(got < 32 << 20, "the server kept a stalled send going");
+    s.assert_healthy();
+}
+
+#[test]
+fn at_the_connection_limit_new_clients_wait_for_a_free_slot() {
+    let s = Server::start(&["--max-connections", "2", "--keepalive-timeout", "30"]);
+    let mut a = s.connect();
+    let mut b = s.connect();
+    for c in [&mut a, &mut b] {
+        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        assert_eq!(read_response(c, false).unwrap().status, 200);
+    }
+    // A third client connects (the kernel queues it) but is not served yet.
+    let mut waiting = s.connect();
+    waiting
+        .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    waiting
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    assert!(waiting.read(&mut byte).is_err(), "served beyond the limit");
+    // The served clients are still served.
+    a.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut a, false).unwrap().status, 200);
+    // A slot frees: the waiting client is served.
+    drop(b);
+    waiting
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let r = read_response(&mut waiting, false).unwrap();
+    assert_eq!(r.status, 200);
+}
+
+/// CPU time (user + system, in clock ticks) of a process and its children.
+fn cpu_ticks(pid: i32) -> u64 {
+    let mut pids = children(pid);
+    pids.push(pid);
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
+        .map(|stat| {
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            let f: Vec<&str> = after.split(' ').collect();
+            f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+        })
+        .sum()
+}
+
+#[test]
+fn running_out_of_descriptors_does_not_spin_and_recovers() {
+    let root = TempDir::new("emfile");
+    root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+    let mut cmd = Command::new("prlimit");
+    cmd.arg("--nofile=32:32").arg("--");
+    let base = command();
+    cmd.arg(base.get_program()).args(base.get_args());
+    cmd.args([
+        "--config",
+        "/dev/null",
+        "--listen",
+        "127.0.0.1:0",
+        "--max-connections",
+        "1000",
+        "--root",
+    ])
+    .arg(root.path());
+    let s = Server::spawn(cmd, root);
+    let worker = {
+        assert!(wait_until(Duration::from_secs(10), || !children(s.pid()).is_empty()));
+        children(s.pid())[0]
+    };
+    // Far more connections than descriptors.
+    let hogs: Vec<TcpStream> = (0..60).map(|_| s.connect()).collect();
+    assert!(
+        s.wait_log("accept:", Duration::from_secs(10)),
+        "EMFILE was reached: {}",
+        s.log_text()
+    );
+    let before = cpu_ticks(worker);
+    std::thread::sleep(Duration::from_secs(2)); // the window in which a busy loop would burn CPU
+    let used = cpu_ticks(worker) - before;
+    assert!(
+        used < 50,
+        "the worker used {used} ticks in 2 s at EMFILE: it spins"
+    );
+    drop(hogs);
+    // Descriptors free: new clients are served again.
+    assert!(wait_until(Duration::from_secs(20), || {
+        TcpStream::connect(("127.0.0.1", s.port)).is_ok_and(|mut c| {
+            let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+            c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                .is_ok()
+                && read_to_close(&mut c).starts_with("HTTP/1.1 200")
+        })
+    }));
+}
+
+use std::process::Command;
+
+#[test]
+fn garbage_stalls_and_drops_do_not_disturb_other_clients() {
+    let s = Server::start(&["--header-timeout", "5"]);
+    s.root.write("big.bin", vec![b'q'; 4 << 20]);
+    let port = s.port;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut hostile = Vec::new();
+    for kind in 0..3 {
+        let stop = stop.clone();
+        hostile.push(std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 200 {
+                n += 1;
+                let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) else {
+                    continue;
+                };
+                match kind {
+                    // Garbage.
+                    0 => {
+                        let _ =
+                            c.write_all(b"\x00\xff\r\n\r\nGARBAGE / HTTP/9\r\n\x01\x02\r\n\r\n");
+                    }
+                    // A head that never ends.
+                    1 => {
+                        let _ = c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nX: ");
+                    }
+                    // A download dropped mid-transfer.
+                    _ => {
+                        let _ = c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+                        let mut b = [0u8; 4096];
+                        let _ = c.read(&mut b);
+                        let _ = socket_reset(&c);
+                    }
+                }
+            }
+        }));
+    }
+    for _ in 0..200 {
+        let r = s.get("/index.html", &[]);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body.len(), 37);
+    }
+    let (code, _, body) = curl(&[&s.url("/big.bin")]);
+    assert_eq!((code, body.len()), (200, 4 << 20));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in hostile {
+        h.join().unwrap();
+    }
+    s.assert_healthy();
+}
+
+/// Closes with RST (SO_LINGER 0), as a client that crashes does.
+fn socket_reset(c: &TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    #[repr(C)]
+    struct Linger {
+        onoff: i32,
+        linger: i32,
+    }
+    unsafe extern "C" {
+        fn setsockopt(fd: i32, level: i32, name: i32, val: *const Linger, len: u32) -> i32;
+    }
+    let l = Linger {
+        onoff: 1,
+        linger: 0,
+    };
+    // SAFETY: a valid socket and a properly sized linger struct (SOL_SOCKET=1, SO_LINGER=13).
+    let rc = unsafe {
+        setsockopt(
+            c.as_raw_fd(),
+            1,
+            13,
+            &l,
+            std::mem::size_of::<Linger>() as u32,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
