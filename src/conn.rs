@@ -283,10 +283,17 @@ impl Conn {
 
     async fn writable(&self) -> Result<(), End> {
         let limit = self.w.config.send_timeout;
-        within(limit, self.stream.writable())
-            .await
-            .ok_or(End::Timeout)?
-            .map_err(End::from)
+        match within(limit, self.stream.writable()).await {
+            Some(ready) => ready.map_err(End::from),
+            None => {
+                log::debug!(
+                    "{}: send stalled for {}s; closing",
+                    self.peer,
+                    limit.as_secs()
+                );
+                Err(End::Timeout)
+            }
+        }
     }
 
     /// Waits for the first byte of a request; false if the connection should close.
