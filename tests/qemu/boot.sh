@@ -1,0 +1,822 @@
+#!/usr/bin/env bash
+# Boot Marmoset on an emulated board and test it end to end.
+#
+#   tests/qemu/boot.sh BOARD        BOARD = qemu-aarch64 | qemu-armv7 (a directory under board/)
+#
+# For the board it builds the release binary for the board's Rust target, fetches the Debian kernel
+# and busybox-static .deb files for the board's architecture (unpacked with dpkg-deb -x, never
+# installed; cached), lays out a BusyBox initramfs the way Buildroot lays out an image (SysV
+# /etc/init.d/S??* scripts, syslogd, networking, then the repo's rootfs-overlay/ on top), boots it
+# under qemu-system-* with user networking, and checks the UI from the host and the service from the
+# guest's serial console. Ends with the line `N passed, M failed`; exits non-zero if any check failed.
+#
+# Environment:
+#   MARMOSET_QEMU_CACHE   cache for .deb files and their unpacked trees (default ~/.cache/marmoset-qemu)
+#   MARMOSET_QEMU_OUT     where logs, the initramfs and the console log go (default tests/out/BOARD)
+#   MARMOSET_QEMU_REFRESH=1   fetch the .deb files again even if cached
+#   MARMOSET_QEMU_BINARY  use this binary instead of building one (must be for the board's target)
+#   MARMOSET_QEMU_EXTRA_OVERLAY  a directory copied over the image after rootfs-overlay/ (test-only files)
+#   MARMOSET_QEMU_PLACEHOLDER=1  harness development only: BusyBox httpd stands in for marmoset
+#   CARGO_TARGET_DIR      honoured (default target/)
+#   AB_REQUESTS, AB_CONCURRENCY  the load step (default 2000 and 10)
+set -u -o pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+
+BOARD=${1:-}
+case "$BOARD" in
+  "" | -h | --help)
+    sed -n '2,/^set -u/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+    exit 2 ;;
+esac
+BOARD=${BOARD%/}; BOARD=${BOARD##*/}
+[ -f "$REPO/board/$BOARD/board.conf" ] || BOARD="qemu-$BOARD"
+CONF="$REPO/board/$BOARD/board.conf"
+if [ ! -f "$CONF" ]; then
+  echo "boot.sh: no board '$1' (looked for $CONF)" >&2
+  echo "0 passed, 1 failed"
+  exit 2
+fi
+# shellcheck source=/dev/null
+. "$CONF"
+
+CACHE=${MARMOSET_QEMU_CACHE:-$HOME/.cache/marmoset-qemu}
+OUT=${MARMOSET_QEMU_OUT:-$REPO/tests/out/$BOARD}
+AB_REQUESTS=${AB_REQUESTS:-2000}
+AB_CONCURRENCY=${AB_CONCURRENCY:-10}
+GUEST_HOSTNAME="$BOARD"   # not containing "marmoset": the log checks grep for it
+mkdir -p "$CACHE" "$OUT"
+CONSOLE_LOG="$OUT/console.log"
+RUN=$(mktemp -d "${TMPDIR:-/tmp}/marmoset-qemu.XXXXXX")
+
+PASSED=0
+FAILED=0
+QEMU_PID=""
+READER_PID=""
+ADDED_ARCH=""
+SUMMARY=()
+
+say()  { printf '==> [%s] %s\n' "$BOARD" "$*"; }
+pass() { PASSED=$((PASSED + 1)); printf 'PASS  [%s] %s\n' "$BOARD" "$*"; }
+fail() { FAILED=$((FAILED + 1)); printf 'FAIL  [%s] %s\n' "$BOARD" "$*"; }
+check() { # check CONDITION-RESULT(0/1) DESCRIPTION [DETAIL-ON-FAILURE]
+  if [ "$1" = 0 ]; then pass "$2"; else fail "$2${3:+: $3}"; fi
+}
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+cleanup() {
+  if [ -n "$QEMU_PID" ] && kill -0 "$QEMU_PID" 2>/dev/null; then
+    kill "$QEMU_PID" 2>/dev/null
+    wait "$QEMU_PID" 2>/dev/null
+  fi
+  QEMU_PID=""
+  if [ -n "$READER_PID" ]; then
+    kill "$READER_PID" 2>/dev/null
+    wait "$READER_PID" 2>/dev/null
+  fi
+  READER_PID=""
+  exec 7>&- 2>/dev/null
+  if [ -n "$ADDED_ARCH" ]; then
+    dpkg --remove-architecture "$ADDED_ARCH" 2>/dev/null ||
+      echo "warning: could not remove the foreign architecture $ADDED_ARCH" >&2
+    ADDED_ARCH=""
+  fi
+  rm -rf "$RUN"
+}
+
+finish() {
+  cleanup
+  trap - EXIT INT TERM
+  if [ ${#SUMMARY[@]} -gt 0 ]; then
+    say "summary"
+    printf '    %s\n' "${SUMMARY[@]}"
+  fi
+  if [ "$FAILED" -gt 0 ] && [ -s "$CONSOLE_LOG" ]; then
+    echo "---- last 60 lines of the guest console ($CONSOLE_LOG) ----"
+    tail -n 60 "$CONSOLE_LOG" | tr -d '\r'
+    echo "---- end of console ----"
+  fi
+  echo "$PASSED passed, $FAILED failed"
+  [ "$FAILED" -eq 0 ]
+  exit
+}
+abort() { fail "$*"; finish; }
+trap 'abort "interrupted"' INT TERM
+trap 'cleanup' EXIT
+
+# ---------------------------------------------------------------------------------------------------
+# Host prerequisites (Debian packages), installed only if missing.
+apt_install() {
+  local opts=(-o DPkg::Lock::Timeout=600 -y -q --no-install-recommends)
+  if [ "$(id -u)" != 0 ]; then
+    echo "need root to install: $*" >&2
+    return 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install "${opts[@]}" "$@" >>"$OUT/apt.log" 2>&1 && return 0
+  apt-get -o DPkg::Lock::Timeout=600 update -q >>"$OUT/apt.log" 2>&1
+  DEBIAN_FRONTEND=noninteractive apt-get install "${opts[@]}" "$@" >>"$OUT/apt.log" 2>&1
+}
+
+host_prereqs() {
+  local missing=() cmd
+  for cmd in "$QEMU:$QEMU_DEB" cpio:cpio gzip:gzip curl:curl ab:apache2-utils python3:python3 \
+             dpkg-deb:dpkg readelf:binutils; do
+    command -v "${cmd%%:*}" >/dev/null 2>&1 || missing+=("${cmd#*:}")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "installing host packages: ${missing[*]}"
+    apt_install "${missing[@]}" || abort "could not install ${missing[*]} (see $OUT/apt.log)"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------------
+# 1. The release binary for the board's target.
+target_dir() {
+  local d=${CARGO_TARGET_DIR:-target}
+  case "$d" in /*) ;; *) d="$REPO/$d" ;; esac
+  printf '%s' "$d"
+}
+
+# Does .cargo/config.toml have KEY inside the [target.TRIPLE] table?
+cargo_config_has() { # cargo_config_has KEY-REGEX
+  local f="$REPO/.cargo/config.toml"
+  [ -f "$f" ] || return 1
+  awk -v sec="[target.$RUST_TARGET]" -v key="$1" '
+    /^[[:space:]]*\[/ { gsub(/[[:space:]]/, ""); on = ($0 == sec); next }
+    on && $0 ~ key { found = 1 }
+    END { exit !found }' "$f"
+}
+
+build_binary() {
+  if [ -n "${MARMOSET_QEMU_BINARY:-}" ]; then
+    BINARY=$MARMOSET_QEMU_BINARY
+    [ -f "$BINARY" ] || abort "MARMOSET_QEMU_BINARY=$BINARY does not exist"
+    return
+  fi
+  if [ "${MARMOSET_QEMU_PLACEHOLDER:-}" = 1 ]; then
+    BINARY=""
+    return
+  fi
+  command -v cargo >/dev/null || abort "cargo not found"
+  if ! rustup target list --installed 2>/dev/null | grep -qx "$RUST_TARGET"; then
+    say "rustup target add $RUST_TARGET"
+    rustup target add "$RUST_TARGET" >"$OUT/rustup.log" 2>&1 || abort "rustup target add $RUST_TARGET failed"
+  fi
+  local cargo_args=(build --release --target "$RUST_TARGET")
+  local upper
+  upper=$(printf '%s' "$RUST_TARGET" | tr 'a-z-' 'A-Z_')
+  local linker_var="CARGO_TARGET_${upper}_LINKER"
+  if [ -n "${!linker_var:-}" ]; then
+    :
+  elif cargo_config_has '^[[:space:]]*linker[[:space:]]*='; then
+    : # .cargo/config.toml names the linker
+  elif [ -n "${CROSS_LINKER:-}" ]; then
+    export "$linker_var=$CROSS_LINKER"
+  fi
+  local linker=${!linker_var:-$(awk -v sec="[target.$RUST_TARGET]" '
+      /^[[:space:]]*\[/ { gsub(/[[:space:]]/, ""); on = ($0 == sec); next }
+      on && /^[[:space:]]*linker[[:space:]]*=/ { sub(/^[^=]*=[[:space:]]*"/, ""); sub(/".*/, ""); print; exit }' \
+      "$REPO/.cargo/config.toml" 2>/dev/null)}
+  if [ -n "$linker" ] && [ "$linker" != rust-lld ] && ! command -v "$linker" >/dev/null 2>&1; then
+    say "installing cross linker packages: $CROSS_DEBS"
+    # shellcheck disable=SC2086
+    apt_install $CROSS_DEBS || abort "could not install $CROSS_DEBS (see $OUT/apt.log)"
+  fi
+  # Extra target rustflags (e.g. +crt-static): added with --config, which merges with
+  # .cargo/config.toml, unless that file already has them.
+  if [ -n "${RUST_TARGET_RUSTFLAGS:-}" ]; then
+    local flag have=1 list=""
+    for flag in $RUST_TARGET_RUSTFLAGS; do
+      list="$list${list:+,}\"$flag\""
+      case "$flag" in -*) ;; *) grep -qF -- "$flag" "$REPO/.cargo/config.toml" 2>/dev/null || have=0 ;; esac
+    done
+    [ "$have" = 1 ] || cargo_args+=(--config "target.$RUST_TARGET.rustflags=[$list]")
+  fi
+  say "cargo ${cargo_args[*]}"
+  local t0 t1
+  t0=$(now)
+  if ! (cd "$REPO" && cargo "${cargo_args[@]}") >"$OUT/build.log" 2>&1; then
+    tail -n 40 "$OUT/build.log"
+    abort "cargo build for $RUST_TARGET failed (full log: $OUT/build.log)"
+  fi
+  t1=$(now)
+  BINARY="$(target_dir)/$RUST_TARGET/release/marmoset"
+  [ -f "$BINARY" ] || abort "cargo succeeded but $BINARY is missing"
+  say "built in $(elapsed "$t0" "$t1") s: $BINARY"
+}
+
+# ---------------------------------------------------------------------------------------------------
+# 2. Debian kernel and busybox-static for DEB_ARCH, as .deb files, cached.
+newest_deb() { # newest_deb DIR PACKAGE-REGEX
+  local f best=""
+  for f in "$1"/*.deb; do
+    [ -f "$f" ] || continue
+    dpkg-deb -f "$f" Package 2>/dev/null | grep -qE "$2" || continue
+    best=$(printf '%s\n%s\n' "$best" "$f" | sed '/^$/d' | sort -V | tail -n 1)
+  done
+  printf '%s' "$best"
+}
+
+fetch_debs() {
+  local dir="$CACHE/debs/$DEB_ARCH"
+  mkdir -p "$dir"
+  KERNEL_DEB=$(newest_deb "$dir" "$KERNEL_PKG_REGEX")
+  BUSYBOX_DEB=$(newest_deb "$dir" '^busybox-static$')
+  if [ -n "$KERNEL_DEB" ] && [ -n "$BUSYBOX_DEB" ] && [ "${MARMOSET_QEMU_REFRESH:-}" != 1 ]; then
+    return
+  fi
+  [ "$(id -u)" = 0 ] || abort "fetching the $DEB_ARCH .deb files needs root (apt-get); or fill $dir"
+  local native
+  native=$(dpkg --print-architecture)
+  if [ "$DEB_ARCH" != "$native" ] && ! dpkg --print-foreign-architectures | grep -qx "$DEB_ARCH"; then
+    dpkg --add-architecture "$DEB_ARCH" || abort "dpkg --add-architecture $DEB_ARCH failed"
+    ADDED_ARCH=$DEB_ARCH
+  fi
+  say "apt-get update${ADDED_ARCH:+ (architecture $ADDED_ARCH added for the download only)}"
+  # A foreign index that is mid-sync on the mirror makes apt-get update exit 100 although the
+  # indexes we need arrived: go on and let the download say whether it worked.
+  apt-get -o DPkg::Lock::Timeout=600 update -q >"$OUT/apt-update.log" 2>&1 ||
+    say "apt-get update exited $? (continuing; see $OUT/apt-update.log)"
+  local kpkg
+  kpkg=$(apt-cache search --names-only "$KERNEL_PKG_REGEX" | awk '{ print $1 }' | sort -V | tail -n 1)
+  if [ -z "$kpkg" ]; then
+    abort "no Debian package matches $KERNEL_PKG_REGEX for $DEB_ARCH"
+  fi
+  say "apt-get download $kpkg:$DEB_ARCH busybox-static:$DEB_ARCH"
+  if ! (cd "$dir" && apt-get download -q "$kpkg:$DEB_ARCH" "busybox-static:$DEB_ARCH") >"$OUT/apt-download.log" 2>&1; then
+    tail -n 5 "$OUT/apt-download.log"
+    abort "apt-get download failed"
+  fi
+  if [ -n "$ADDED_ARCH" ]; then
+    dpkg --remove-architecture "$ADDED_ARCH" || say "warning: dpkg --remove-architecture $ADDED_ARCH failed"
+    ADDED_ARCH=""
+  fi
+  KERNEL_DEB=$(newest_deb "$dir" "$KERNEL_PKG_REGEX")
+  BUSYBOX_DEB=$(newest_deb "$dir" '^busybox-static$')
+  [ -n "$KERNEL_DEB" ] && [ -n "$BUSYBOX_DEB" ] || abort "downloaded .deb files not found in $dir"
+}
+
+unpack() { # unpack DEB -> prints the directory it is unpacked in (cached)
+  local d
+  d="$CACHE/unpacked/$(basename "$1" .deb)"
+  if [ ! -f "$d/.unpacked" ]; then
+    rm -rf "$d"
+    mkdir -p "$d"
+    dpkg-deb -x "$1" "$d" || return 1
+    touch "$d/.unpacked"
+  fi
+  printf '%s' "$d"
+}
+
+# ---------------------------------------------------------------------------------------------------
+# 3. The initramfs.
+module_file() { # module_file MODDIR NAME -> path of NAME.ko(.xz|.zst) (names: '-' and '_' are one)
+  local n=${2//-/_}
+  find "$1" \( -name "$n.ko" -o -name "$n.ko.*" -o -name "${n//_/-}.ko" -o -name "${n//_/-}.ko.*" \) \
+    -print -quit
+}
+
+module_bytes() { # the module's ELF, whatever its compression
+  case "$1" in
+    *.ko.xz) xz -dc "$1" ;;
+    *.ko.zst) zstd -dcq "$1" ;;
+    *.ko.gz) gzip -dc "$1" ;;
+    *) cat "$1" ;;
+  esac
+}
+
+MOD_ORDER=()
+add_module() { # depth-first over .modinfo depends=; modules built into the kernel have no .ko
+  local name=${1//-/_} f deps d seen
+  for seen in "${MOD_ORDER[@]}" "${MOD_VISITING[@]}"; do
+    [ "${seen##*/}" = "$name" ] && return 0
+  done
+  f=$(module_file "$MODDIR" "$name")
+  [ -n "$f" ] || return 0
+  MOD_VISITING+=("$name")
+  deps=$(module_bytes "$f" | tr '\0' '\n' | grep -a '^depends=' | head -n 1 | cut -d= -f2)
+  for d in ${deps//,/ }; do
+    add_module "$d"
+  done
+  MOD_ORDER+=("$f")
+}
+
+write_file() { # write_file PATH MODE  (content on stdin)
+  mkdir -p "$(dirname "$1")"
+  cat >"$1"
+  chmod "$2" "$1"
+}
+
+build_initramfs() {
+  local kdir bdir root
+  kdir=$(unpack "$KERNEL_DEB") || abort "dpkg-deb -x $KERNEL_DEB failed"
+  bdir=$(unpack "$BUSYBOX_DEB") || abort "dpkg-deb -x $BUSYBOX_DEB failed"
+  KERNEL=$(find "$kdir/boot" -name 'vmlinuz-*' | sort -V | tail -n 1)
+  [ -n "$KERNEL" ] || abort "no boot/vmlinuz-* in $KERNEL_DEB"
+  KVER=${KERNEL##*/vmlinuz-}
+  MODDIR="$kdir/lib/modules/$KVER"
+  root="$RUN/root"
+  rm -rf "$root"
+  mkdir -p "$root"
+  (cd "$root" && mkdir -p bin sbin usr/bin usr/sbin lib dev proc sys tmp run root \
+    etc/init.d etc/marmoset var www lib/modules)
+  ln -s ../tmp "$root/var/log"
+  ln -s ../run "$root/var/run"
+  ln -s ../tmp "$root/var/tmp"
+  ln -s ../run/lock "$root/var/lock"
+  chmod 1777 "$root/tmp"
+  chmod 0700 "$root/root"
+  if [ "$(id -u)" = 0 ]; then
+    mknod -m 600 "$root/dev/console" c 5 1
+    mknod -m 666 "$root/dev/null" c 1 3
+  fi
+  install -m 0755 "$bdir/bin/busybox" "$root/bin/busybox"
+
+  # PID 1: put the applet links in place (busybox --install -s), then BusyBox init.
+  write_file "$root/init" 0755 <<'EOF'
+#!/bin/busybox sh
+/bin/busybox mount -t proc proc /proc
+/bin/busybox --install -s
+/bin/busybox umount /proc
+exec /sbin/init
+EOF
+
+  write_file "$root/etc/inittab" 0644 <<'EOF'
+# BusyBox init, as in a Buildroot SysV image.
+# <id>::<action>:<process>
+::sysinit:/bin/mount -t devtmpfs devtmpfs /dev
+::sysinit:/bin/mkdir -p /dev/pts /dev/shm
+::sysinit:/bin/mount -a
+::sysinit:/bin/mkdir -p /run/lock/subsys
+::sysinit:/bin/hostname -F /etc/hostname
+::sysinit:/etc/init.d/rcS
+
+# A root shell on the serial console (the test drives the guest through it).
+console::respawn:-/bin/sh
+
+::shutdown:/etc/init.d/rcK
+::shutdown:/bin/umount -a -r
+EOF
+
+  write_file "$root/etc/fstab" 0644 <<'EOF'
+# <file system> <mount pt> <type> <options> <dump> <pass>
+proc      /proc     proc    defaults                              0 0
+devpts    /dev/pts  devpts  defaults,gid=5,mode=620,ptmxmode=0666 0 0
+tmpfs     /dev/shm  tmpfs   mode=0777                             0 0
+tmpfs     /tmp      tmpfs   mode=1777                             0 0
+tmpfs     /run      tmpfs   mode=0755,nosuid,nodev                0 0
+sysfs     /sys      sysfs   defaults                              0 0
+EOF
+
+  write_file "$root/etc/init.d/rcS" 0755 <<'EOF'
+#!/bin/sh
+# Start every /etc/init.d/S??* script, in the order of their names.
+for script in /etc/init.d/S??*; do
+	[ -x "$script" ] || continue
+	"$script" start
+done
+EOF
+
+  write_file "$root/etc/init.d/rcK" 0755 <<'EOF'
+#!/bin/sh
+# Stop every /etc/init.d/S??* script, in the reverse order of their names.
+for script in $(ls -r /etc/init.d/S??*); do
+	[ -x "$script" ] || continue
+	"$script" stop
+done
+EOF
+
+  write_file "$root/etc/init.d/S01syslogd" 0755 <<'EOF'
+#!/bin/sh
+# System log: BusyBox syslogd writing /var/log/messages.
+DAEMON=syslogd
+PIDFILE=/var/run/$DAEMON.pid
+SYSLOGD_ARGS="-O /var/log/messages"
+[ -r /etc/default/$DAEMON ] && . /etc/default/$DAEMON
+
+start() {
+	printf 'Starting %s: ' "$DAEMON"
+	# shellcheck disable=SC2086
+	if start-stop-daemon --start --background --make-pidfile --pidfile "$PIDFILE" \
+		--exec /sbin/$DAEMON -- -n $SYSLOGD_ARGS; then
+		echo OK
+	else
+		echo FAIL
+	fi
+}
+
+stop() {
+	printf 'Stopping %s: ' "$DAEMON"
+	if start-stop-daemon --stop --quiet --pidfile "$PIDFILE" --exec /sbin/$DAEMON; then
+		while start-stop-daemon --stop --test --quiet --pidfile "$PIDFILE" --exec /sbin/$DAEMON; do
+			sleep 0.1
+		done
+		rm -f "$PIDFILE"
+		echo OK
+	else
+		echo FAIL
+	fi
+}
+
+case "$1" in
+	start | stop) "$1" ;;
+	restart | reload) stop; start ;;
+	*) echo "Usage: $0 {start|stop|restart|reload}"; exit 1 ;;
+esac
+EOF
+
+  MOD_ORDER=()
+  MOD_VISITING=()
+  local m f insmods=""
+  for m in $NET_MODULES; do
+    add_module "$m"
+  done
+  for f in "${MOD_ORDER[@]}"; do
+    m=$(basename "$f"); m=${m%%.ko*}
+    module_bytes "$f" >"$root/lib/modules/$m.ko"
+    insmods="$insmods	insmod /lib/modules/$m.ko || true
+"
+  done
+  MODULE_NAMES=$(for f in "${MOD_ORDER[@]}"; do m=$(basename "$f"); printf '%s ' "${m%%.ko*}"; done)
+
+  write_file "$root/etc/init.d/S40network" 0755 <<EOF
+#!/bin/sh
+# Network: the virtio-net driver (modules in dependency order), then QEMU user networking's
+# addresses: 10.0.2.15/24, gateway 10.0.2.2.
+start() {
+	printf 'Starting network: '
+$insmods	ip link set lo up
+	i=0
+	while [ ! -e /sys/class/net/eth0 ] && [ \$i -lt 100 ]; do
+		sleep 0.1
+		i=\$((i + 1))
+	done
+	if ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 &&
+		ip route add default via 10.0.2.2; then
+		echo OK
+	else
+		echo FAIL
+	fi
+}
+
+stop() {
+	printf 'Stopping network: '
+	ip addr flush dev eth0 2>/dev/null
+	ip link set eth0 down 2>/dev/null
+	echo OK
+}
+
+case "\$1" in
+	start | stop) "\$1" ;;
+	restart | reload) stop; start ;;
+	*) echo "Usage: \$0 {start|stop|restart|reload}"; exit 1 ;;
+esac
+EOF
+
+  write_file "$root/etc/passwd" 0644 <<'EOF'
+root:x:0:0:root:/root:/bin/sh
+daemon:x:1:1:daemon:/usr/sbin:/bin/false
+www-data:x:33:33:www-data:/var/www:/bin/false
+nobody:x:65534:65534:nobody:/home:/bin/false
+EOF
+  write_file "$root/etc/shadow" 0600 <<'EOF'
+root::10933:0:99999:7:::
+daemon:*:10933:0:99999:7:::
+www-data:*:10933:0:99999:7:::
+nobody:*:10933:0:99999:7:::
+EOF
+  write_file "$root/etc/group" 0644 <<'EOF'
+root:x:0:
+daemon:x:1:
+tty:x:5:
+www-data:x:33:
+nogroup:x:65534:
+EOF
+  echo "$GUEST_HOSTNAME" | write_file "$root/etc/hostname" 0644
+  printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n' "$GUEST_HOSTNAME" | write_file "$root/etc/hosts" 0644
+  echo "/bin/sh" | write_file "$root/etc/shells" 0644
+
+  # The repo's overlay, as an image builder copies it over the root.
+  if [ -d "$REPO/rootfs-overlay" ]; then
+    cp -a "$REPO/rootfs-overlay/." "$root/"
+  else
+    say "warning: $REPO/rootfs-overlay is missing"
+  fi
+  if [ -n "${MARMOSET_QEMU_EXTRA_OVERLAY:-}" ]; then
+    cp -a "$MARMOSET_QEMU_EXTRA_OVERLAY/." "$root/"
+  fi
+
+  if [ -n "$BINARY" ]; then
+    install -m 0755 "$BINARY" "$root/usr/bin/marmoset"
+  else
+    write_file "$root/usr/bin/marmoset" 0755 <<'EOF'
+#!/bin/sh
+# Placeholder (harness development only): BusyBox httpd standing in for marmoset.
+case " $* " in *" --check-config "* | *" --version "*) exit 0 ;; esac
+logger -t marmoset -p daemon.info "marmoset placeholder started"
+exec httpd -f -p 80 -h /www -u www-data:www-data
+EOF
+  fi
+
+  INITRAMFS="$OUT/initramfs.cpio.gz"
+  (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) | gzip -9 >"$INITRAMFS" ||
+    abort "packing the initramfs failed"
+}
+
+# ---------------------------------------------------------------------------------------------------
+# 4. Boot.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+boot() {
+  PORT=$(free_port)
+  : >"$CONSOLE_LOG"
+  mkfifo "$RUN/con.in" "$RUN/con.out"
+  cat "$RUN/con.out" >>"$CONSOLE_LOG" &
+  READER_PID=$!
+  local qemu_args=(
+    -M "$QEMU_MACHINE" -cpu "$QEMU_CPU" -m 256 -nographic -no-reboot -monitor none
+    -kernel "$KERNEL" -initrd "$INITRAMFS"
+    -append "console=$CONSOLE rdinit=/init panic=-1 quiet"
+    -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$PORT-:80"
+    -device "$QEMU_NET_DEVICE,netdev=n0"
+    -chardev "pipe,id=con,path=$RUN/con"
+    -serial chardev:con
+  )
+  echo "$QEMU ${qemu_args[*]}" >"$OUT/qemu.cmd"
+  say "booting $KVER on $QEMU (-M $QEMU_MACHINE -cpu $QEMU_CPU), UI forwarded to 127.0.0.1:$PORT"
+  T_QEMU=$(now)
+  "$QEMU" "${qemu_args[@]}" </dev/null >"$OUT/qemu.out" 2>&1 &
+  QEMU_PID=$!
+  exec 7<>"$RUN/con.in"
+
+  local deadline code=""
+  deadline=$(($(date +%s) + BOOT_DEADLINE))
+  while :; do
+    if ! kill -0 "$QEMU_PID" 2>/dev/null; then
+      wait "$QEMU_PID"
+      local rc=$?
+      QEMU_PID=""
+      cat "$OUT/qemu.out"
+      abort "qemu exited (status $rc) before the UI answered"
+    fi
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://127.0.0.1:$PORT/" 2>/dev/null)
+    [ "$code" = 200 ] && break
+    [ "$(date +%s)" -lt "$deadline" ] || abort "no HTTP 200 on / within ${BOOT_DEADLINE}s (last status '$code')"
+    sleep 0.1
+  done
+  T_UI=$(now)
+  BOOT_TIME=$(elapsed "$T_QEMU" "$T_UI")
+  pass "UI answers 200 on / (${BOOT_TIME} s after qemu started)"
+}
+
+# Run a command in the guest through the serial console; GOUT gets its output, GRC its status.
+GSEQ=0
+guest() { # guest TIMEOUT COMMAND
+  local timeout=$1 cmd=$2 id deadline
+  GSEQ=$((GSEQ + 1))
+  id="$$x$GSEQ"
+  # The echoed command line shows @@B""id, the output @@Bid: only the output matches.
+  printf '%s\n' "echo \"@@B\"\"$id@@\"; { $cmd; } 2>&1; echo \"@@E\"\"$id@@ rc=\$?\"" >&7
+  deadline=$(($(date +%s) + timeout))
+  until tr -d '\r' <"$CONSOLE_LOG" | grep -aqF "@@E$id@@ rc="; do
+    if [ "$(date +%s)" -ge "$deadline" ] || ! kill -0 "$QEMU_PID" 2>/dev/null; then
+      GOUT=""
+      GRC=255
+      return 255
+    fi
+    sleep 0.1
+  done
+  GOUT=$(tr -d '\r' <"$CONSOLE_LOG" | awk -v b="@@B$id@@" -v e="@@E$id@@ rc=" '
+    index($0, e) { exit } on { print } index($0, b) { on = 1 }')
+  GRC=$(tr -d '\r' <"$CONSOLE_LOG" | sed -n "s/.*@@E$id@@ rc=\([0-9]*\).*/\1/p" | tail -n 1)
+  return "${GRC:-255}"
+}
+
+# ---------------------------------------------------------------------------------------------------
+# 5. From the host.
+header_of() { # header_of FILE NAME -> the (last) value of header NAME
+  tr -d '\r' <"$1" | awk -v n="$(printf '%s' "$2" | tr 'A-Z' 'a-z')" '
+    { line = $0; i = index(line, ":"); if (!i) next
+      if (tolower(substr(line, 1, i - 1)) == n) { v = substr(line, i + 1); sub(/^[ \t]+/, "", v); val = v } }
+    END { print val }'
+}
+
+host_checks() {
+  local base="http://127.0.0.1:$PORT" html="$RUN/index.html" hdr="$RUN/hdr" code
+  code=$(curl -s -D "$hdr" -o "$html" -w '%{http_code}' -H 'Accept-Encoding: identity' --max-time 20 "$base/")
+  check "$([ "$code" = 200 ]; echo $?)" "GET / -> 200" "got $code"
+  local cc
+  cc=$(header_of "$hdr" Cache-Control)
+  check "$(case "$cc" in *no-cache*) echo 0 ;; *) echo 1 ;; esac)" "/ has Cache-Control no-cache" "Cache-Control: '$cc'"
+
+  # Every local asset the page references.
+  local assets
+  assets=$(tr -d '\r' <"$html" | grep -oiE "(src|href)[[:space:]]*=[[:space:]]*(\"[^\"]*\"|'[^']*')" |
+    sed -E "s/^[^=]*=[[:space:]]*[\"']//; s/[\"']\$//; s/#.*//" |
+    grep -viE '^(https?:|//|mailto:|data:|javascript:|tel:)' | sed '/^$/d' |
+    awk '{ if (substr($0, 1, 1) != "/") { sub(/^\.\//, ""); $0 = "/" $0 } print }' | sort -u)
+  if [ -z "$assets" ]; then
+    fail "/ references no local assets (src=/href=)"
+  fi
+  local a n_ok=0 n=0 bad="" n_hashed=0 ctype enc
+  for a in $assets; do
+    n=$((n + 1))
+    code=$(curl -s -D "$hdr" -o "$RUN/body" -w '%{http_code}' -H 'Accept-Encoding: br, gzip' --max-time 20 "$base$a")
+    if [ "$code" = 200 ]; then n_ok=$((n_ok + 1)); else bad="$bad $a($code)"; fi
+    cc=$(header_of "$hdr" Cache-Control)
+    enc=$(header_of "$hdr" Content-Encoding)
+    ctype=$(header_of "$hdr" Content-Type)
+    local name=${a##*/}
+    name=${name%%\?*}
+    case "$name" in
+      *.css | *.js | *.mjs)
+        check "$(case "$enc" in br | gzip) echo 0 ;; *) echo 1 ;; esac)" \
+          "$a is sent compressed when asked (Content-Encoding: ${enc:-none})" "Content-Type '$ctype'" ;;
+    esac
+    if printf '%s' "$name" | grep -qE '[.-][0-9a-fA-F]{8,}\.[A-Za-z0-9]+$'; then
+      n_hashed=$((n_hashed + 1))
+      check "$(case "$cc" in *immutable*) echo 0 ;; *) echo 1 ;; esac)" \
+        "hashed asset $a has Cache-Control immutable" "Cache-Control: '$cc'"
+    fi
+    case "$name" in
+      *.html)
+        check "$(case "$cc" in *no-cache*) echo 0 ;; *) echo 1 ;; esac)" \
+          "$a has Cache-Control no-cache" "Cache-Control: '$cc'" ;;
+    esac
+  done
+  [ "$n" -gt 0 ] && check "$([ "$n_ok" = "$n" ]; echo $?)" "all $n assets referenced by / -> 200" "failed:$bad"
+  [ "$n_hashed" -gt 0 ] || fail "/ references no content-hashed asset (name.HASH.ext), so the immutable rule is untested"
+
+  # The CGI status script: JSON whose kernel and hostname are the guest's.
+  code=$(curl -s -D "$hdr" -o "$RUN/status.json" -w '%{http_code}' --max-time 30 "$base/cgi-bin/status")
+  if [ "$code" != 200 ]; then
+    fail "GET /cgi-bin/status -> 200 (got $code: $(head -c 200 "$RUN/status.json" | tr '\n' ' '))"
+  else
+    local verdict
+    verdict=$(python3 - "$RUN/status.json" "$GUEST_KERNEL" "$GUEST_HOST" <<'EOF'
+import json, sys
+path, kernel, host = sys.argv[1:4]
+try:
+    doc = json.load(open(path, encoding="utf-8"))
+except Exception as e:
+    print("not JSON: %s" % e); sys.exit(0)
+if not isinstance(doc, dict):
+    print("not a JSON object"); sys.exit(0)
+def find(d, names):
+    for k, v in d.items():
+        if k.lower() in names:
+            return v
+    for v in d.values():
+        if isinstance(v, dict):
+            r = find(v, names)
+            if r is not None:
+                return r
+    return None
+k = find(doc, {"kernel", "kernel_release", "kernelrelease", "release", "uname"})
+h = find(doc, {"hostname", "host", "host_name"})
+problems = []
+if not isinstance(k, str) or kernel not in k:
+    problems.append("kernel %r is not the guest's %r" % (k, kernel))
+if not isinstance(h, str) or h.strip() != host:
+    problems.append("hostname %r is not the guest's %r" % (h, host))
+print("; ".join(problems) if problems else "ok")
+EOF
+)
+    check "$([ "$verdict" = ok ]; echo $?)" "/cgi-bin/status is JSON with the guest's kernel and hostname" "$verdict"
+  fi
+
+  # Load.
+  say "ab -k -c $AB_CONCURRENCY -n $AB_REQUESTS $base/"
+  local t0 t1
+  t0=$(now)
+  timeout 300 ab -k -s 30 -c "$AB_CONCURRENCY" -n "$AB_REQUESTS" "$base/" >"$OUT/ab.txt" 2>&1
+  local abrc=$?
+  t1=$(now)
+  local complete failed non2xx rps
+  complete=$(awk '/^Complete requests:/ { print $3 }' "$OUT/ab.txt")
+  failed=$(awk '/^Failed requests:/ { print $3 }' "$OUT/ab.txt")
+  non2xx=$(awk '/^Non-2xx responses:/ { print $3 }' "$OUT/ab.txt")
+  rps=$(awk '/^Requests per second:/ { print $4 }' "$OUT/ab.txt")
+  if [ "$abrc" = 0 ] && [ "$complete" = "$AB_REQUESTS" ] && [ "$failed" = 0 ] && [ -z "$non2xx" ]; then
+    pass "ab -k -c $AB_CONCURRENCY -n $AB_REQUESTS: 0 failed, $rps req/s ($(elapsed "$t0" "$t1") s)"
+    AB_RPS=$rps
+  else
+    fail "ab -k -c $AB_CONCURRENCY -n $AB_REQUESTS: exit $abrc, complete '${complete}', failed '${failed}', non-2xx '${non2xx}' ($(tail -n 3 "$OUT/ab.txt" | tr '\n' ' '))"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------------
+# 6. In the guest, through the serial console.
+wait_guest_log() { # a guest-side loop: wait up to ~10 s for REGEX in /var/log/messages
+  printf "i=0; while ! grep -qE '%s' /var/log/messages && [ \$i -lt 100 ]; do usleep 100000; i=\$((i+1)); done; grep -E '%s' /var/log/messages" "$1" "$1"
+}
+
+guest_checks() {
+  local pid uid gid rss code
+  FAILED_BEFORE_GUEST=$FAILED
+  guest 30 'pidof marmoset'
+  pid=$(printf '%s\n' "$GOUT" | tail -n 1 | awk '{ print $1 }')
+  if [ -z "$pid" ]; then
+    fail "marmoset is running in the guest (pidof: '$GOUT')"
+  else
+    pass "marmoset is running in the guest (pid $pid)"
+    guest 20 "grep -E '^(Uid|Gid|VmRSS):' /proc/$pid/status; echo wwwuid=\$(id -u www-data) wwwgid=\$(id -g www-data)"
+    uid=$(printf '%s\n' "$GOUT" | awk '/^Uid:/ { print $2 "," $3 "," $4 "," $5 }')
+    gid=$(printf '%s\n' "$GOUT" | awk '/^Gid:/ { print $2 "," $3 "," $4 "," $5 }')
+    rss=$(printf '%s\n' "$GOUT" | awk '/^VmRSS:/ { print $2 " " $3 }')
+    local wu wg
+    wu=$(printf '%s\n' "$GOUT" | sed -n 's/.*wwwuid=\([0-9]*\).*/\1/p')
+    wg=$(printf '%s\n' "$GOUT" | sed -n 's/.*wwwgid=\([0-9]*\).*/\1/p')
+    check "$([ -n "$wu" ] && [ "$uid" = "$wu,$wu,$wu,$wu" ] && [ "$gid" = "$wg,$wg,$wg,$wg" ]; echo $?)" \
+      "marmoset runs as www-data (uid $wu, gid $wg)" "Uid $uid, Gid $gid"
+    GUEST_RSS=${rss:-unknown}
+    say "marmoset VmRSS after the load: $GUEST_RSS"
+  fi
+
+  guest 20 "$(wait_guest_log 'marmoset[^ ]* [^ ]+ started')"
+  check "$GRC" "/var/log/messages has marmoset's 'marmoset VERSION started' line"
+  [ "$GRC" = 0 ] && say "  $(printf '%s\n' "$GOUT" | grep -m1 started)"
+
+  guest 60 "/etc/init.d/S50marmoset reload; echo reload-rc=\$?"
+  local reload_out=$GOUT
+  guest 20 "$(wait_guest_log 'marmoset.*reloading')"
+  check "$GRC" "S50marmoset reload: 'reloading' logged" "$(printf '%s' "$reload_out" | tr '\n' ' ')"
+  guest 20 'pidof marmoset'
+  local pid2
+  pid2=$(printf '%s\n' "$GOUT" | tail -n 1 | awk '{ print $1 }')
+  check "$([ -n "$pid" ] && [ "$pid2" = "$pid" ]; echo $?)" "S50marmoset reload: still running with the same pid" \
+    "pid before '$pid', after '$pid2'"
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://127.0.0.1:$PORT/")
+  check "$([ "$code" = 200 ]; echo $?)" "UI still answers after reload" "got '$code'"
+
+  guest 60 "/etc/init.d/S50marmoset stop; echo stop-rc=\$?; pidof marmoset || echo no-marmoset-process"
+  local stop_out=$GOUT
+  check "$(printf '%s\n' "$stop_out" | grep -qx 'no-marmoset-process'; echo $?)" \
+    "S50marmoset stop: the process is gone" "$(printf '%s' "$stop_out" | tr '\n' ' ')"
+  guest 20 "$(wait_guest_log 'marmoset stopped')"
+  check "$GRC" "S50marmoset stop: 'marmoset stopped' logged"
+
+  if [ "$FAILED" -gt "$FAILED_BEFORE_GUEST" ]; then
+    guest 20 'grep -i marmoset /var/log/messages | tail -n 20'
+    echo "---- marmoset's lines in the guest's /var/log/messages ----"
+    printf '%s\n' "$GOUT"
+    echo "----"
+  fi
+
+  # Power off: QEMU must exit by itself, with status 0.
+  printf 'poweroff -f\n' >&7
+  local deadline rc
+  deadline=$(($(date +%s) + POWEROFF_DEADLINE))
+  while kill -0 "$QEMU_PID" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do
+    sleep 0.1
+  done
+  if kill -0 "$QEMU_PID" 2>/dev/null; then
+    kill "$QEMU_PID"
+    wait "$QEMU_PID" 2>/dev/null
+    QEMU_PID=""
+    fail "poweroff -f: qemu still running after ${POWEROFF_DEADLINE}s (killed)"
+  else
+    wait "$QEMU_PID"
+    rc=$?
+    QEMU_PID=""
+    check "$([ "$rc" = 0 ]; echo $?)" "poweroff -f: qemu exited by itself with status 0" "status $rc"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------------
+say "$BOARD_DESC ($RUST_TARGET, Debian $DEB_ARCH)"
+host_prereqs
+build_binary
+BIN_SIZE="n/a (placeholder)"
+if [ -n "${BINARY:-}" ]; then
+  BIN_SIZE="$(stat -c %s "$BINARY") bytes"
+  if readelf -l "$BINARY" 2>/dev/null | grep -q 'program interpreter'; then
+    fail "$BINARY is dynamically linked (the image has no shared libraries)"
+  fi
+  say "binary: $BINARY, $BIN_SIZE"
+fi
+fetch_debs
+build_initramfs
+say "kernel $KVER; modules: ${MODULE_NAMES:-none}; initramfs $(stat -c %s "$INITRAMFS") bytes"
+boot
+guest 30 'uname -r; hostname'
+GUEST_KERNEL=$(printf '%s\n' "$GOUT" | sed -n 1p)
+GUEST_HOST=$(printf '%s\n' "$GOUT" | sed -n 2p)
+check "$([ "$GUEST_KERNEL" = "$KVER" ] && [ "$GUEST_HOST" = "$GUEST_HOSTNAME" ]; echo $?)" \
+  "serial console answers (kernel $GUEST_KERNEL, hostname $GUEST_HOST)" "output '$GOUT'"
+AB_RPS=n/a
+GUEST_RSS=unknown
+host_checks
+guest_checks
+SUMMARY=(
+  "board:               $BOARD ($RUST_TARGET, kernel $KVER)"
+  "qemu start -> UI:    ${BOOT_TIME} s"
+  "binary size:         $BIN_SIZE"
+  "VmRSS after load:    $GUEST_RSS"
+  "ab req/s:            $AB_RPS"
+)
+finish
