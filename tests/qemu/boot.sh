@@ -16,6 +16,7 @@
 #   MARMOSET_QEMU_REFRESH=1   fetch the .deb files again even if cached
 #   MARMOSET_QEMU_BINARY  use this binary instead of building one (must be for the board's target)
 #   MARMOSET_QEMU_EXTRA_OVERLAY  a directory copied over the image after rootfs-overlay/ (test-only files)
+#   MARMOSET_QEMU_BOOT_DEADLINE  seconds from qemu start to the first UI response (default: board.conf)
 #   MARMOSET_QEMU_PLACEHOLDER=1  harness development only: BusyBox httpd stands in for marmoset
 #   CARGO_TARGET_DIR      honoured (default target/)
 #   AB_REQUESTS, AB_CONCURRENCY  the load step (default 2000 and 10)
@@ -41,6 +42,7 @@ fi
 # shellcheck source=/dev/null
 . "$CONF"
 
+BOOT_DEADLINE=${MARMOSET_QEMU_BOOT_DEADLINE:-$BOOT_DEADLINE}
 CACHE=${MARMOSET_QEMU_CACHE:-$HOME/.cache/marmoset-qemu}
 OUT=${MARMOSET_QEMU_OUT:-$REPO/tests/out/$BOARD}
 AB_REQUESTS=${AB_REQUESTS:-2000}
@@ -566,6 +568,12 @@ boot() {
     code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://127.0.0.1:$PORT/" 2>/dev/null)
     [ "$code" = 200 ] && break
     [ "$(date +%s)" -lt "$deadline" ] || abort "no HTTP 200 on / within ${BOOT_DEADLINE}s (last status '$code')"
+    if tr -d '\r' <"$CONSOLE_LOG" | grep -a -A 3 '^Starting marmoset:' | grep -aq 'FAIL$'; then
+      abort "S50marmoset start failed in the guest (console: 'Starting marmoset: FAIL')"
+    fi
+    if grep -aq 'Kernel panic' "$CONSOLE_LOG"; then
+      abort "the guest kernel panicked"
+    fi
     sleep 0.1
   done
   T_UI=$(now)
