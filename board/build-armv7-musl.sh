@@ -14,6 +14,7 @@
 #                 of the last success is kept in $MARMOSET_CI_CACHE
 #                 (default ~/.cache/marmoset-ci)/armv7-musl.key. Used by CI.
 #   --no-install  do not install missing tools (fail instead).
+#   --print-key   print the key of the current inputs and exit.
 # Honours CARGO_TARGET_DIR (default: target/). Prints the binary path last.
 set -eu
 
@@ -26,7 +27,8 @@ for a in "$@"; do
 	case $a in
 	--if-changed) if_changed=1 ;;
 	--no-install) install=0 ;;
-	*) echo "usage: $0 [--if-changed] [--no-install]" >&2; exit 2 ;;
+	--print-key) if_changed=2 ;;
+	*) echo "usage: $0 [--if-changed] [--no-install] [--print-key]" >&2; exit 2 ;;
 	esac
 done
 
@@ -37,6 +39,10 @@ key() {
 	} | sha256sum | cut -d' ' -f1
 }
 
+if [ $if_changed = 2 ]; then
+	key
+	exit 0
+fi
 if [ $if_changed = 1 ]; then
 	k=$(key)
 	if [ -f "$CACHE/armv7-musl.key" ] && [ "$(cat "$CACHE/armv7-musl.key")" = "$k" ]; then

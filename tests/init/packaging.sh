@@ -1,0 +1,129 @@
+#!/bin/sh
+# Static checks of the packaging files (Buildroot, Yocto, OpenWrt, overlay),
+# which cannot be built here: copies in sync with init/, versions in sync
+# with Cargo.toml, the Yocto crates include in sync with Cargo.lock, the
+# conventions of each builder, and the CI skip key of the armv7-musl build.
+# Last line: "N passed, M failed".
+# shellcheck disable=SC2016 # literal make/bitbake/shell variables in patterns
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   - $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
+check() {
+	d=$1; shift
+	if "$@"; then ok "$d"; else bad "$d"; return 1; fi
+}
+has() { grep -qF -- "$2" "$1"; } # has FILE TEXT
+hasx() { grep -qxF -- "$2" "$1"; } # has FILE LINE
+
+VERSION=$(sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n 1)
+BR=board/buildroot
+BRP=$BR/package/marmoset
+YO=board/yocto/meta-marmoset
+RE=$YO/recipes-httpd/marmoset
+OW=board/openwrt/marmoset
+
+# One source for each init file; the copies must match it.
+check "rootfs-overlay S50marmoset == init/S50marmoset" cmp -s init/S50marmoset rootfs-overlay/etc/init.d/S50marmoset
+check "Buildroot S50marmoset == init/S50marmoset" cmp -s init/S50marmoset $BRP/S50marmoset
+check "OpenWrt files/marmoset.init == init/marmoset.init" cmp -s init/marmoset.init $OW/files/marmoset.init
+check "OpenWrt files/marmoset.config == init/marmoset.uci" cmp -s init/marmoset.uci $OW/files/marmoset.config
+check "init scripts are executable" test -x init/S50marmoset -a -x rootfs-overlay/etc/init.d/S50marmoset -a -x init/marmoset.init
+
+# Overlay: merged-usr, nothing but etc/ and www/.
+for d in bin sbin lib lib64 usr; do
+	check "rootfs-overlay has no /$d" test ! -e rootfs-overlay/$d
+done
+check "rootfs-overlay/etc/marmoset/marmoset.conf exists" test -f rootfs-overlay/etc/marmoset/marmoset.conf
+
+# Versions.
+check "Buildroot MARMOSET_VERSION = $VERSION" hasx $BRP/marmoset.mk "MARMOSET_VERSION = $VERSION"
+check "Buildroot hash names marmoset-$VERSION-cargo6.tar.gz" has $BRP/marmoset.hash "marmoset-$VERSION-cargo6.tar.gz"
+check "Yocto recipe is marmoset_$VERSION.bb" test -f "$RE/marmoset_$VERSION.bb"
+check "OpenWrt PKG_VERSION:=$VERSION" hasx $OW/Makefile "PKG_VERSION:=$VERSION"
+
+# Yocto crates include generated from Cargo.lock.
+check "marmoset-crates.inc in sync with Cargo.lock" board/crates-inc.sh --check
+n_lock=$(grep -c '^source = "registry+https://github.com/rust-lang/crates.io-index"' Cargo.lock)
+n_inc=$(grep -c 'crate://crates.io/' $RE/marmoset-crates.inc)
+n_sum=$(grep -c '^SRC_URI\[.*\.sha256sum\] = "[0-9a-f]\{64\}"$' $RE/marmoset-crates.inc)
+check "one crate:// line and one sha256sum per crates.io package ($n_lock)" [ "$n_inc" = "$n_lock" ] && [ "$n_sum" = "$n_lock" ]
+
+# Buildroot br2-external conventions.
+check "external.desc: name: MARMOSET" hasx $BR/external.desc "name: MARMOSET"
+check "external.mk includes package/*/*.mk" has $BR/external.mk '$(sort $(wildcard $(BR2_EXTERNAL_MARMOSET_PATH)/package/*/*.mk))'
+check "Config.in sources the package" has $BR/Config.in '"$BR2_EXTERNAL_MARMOSET_PATH/package/marmoset/Config.in"'
+check "package Config.in: rustc arch dependency" has $BRP/Config.in "depends on BR2_PACKAGE_HOST_RUSTC_TARGET_ARCH_SUPPORTS"
+check "package Config.in: selects host rustc" has $BRP/Config.in "select BR2_PACKAGE_HOST_RUSTC"
+check "marmoset.mk ends with cargo-package" [ "$(tail -n 1 $BRP/marmoset.mk)" = '$(eval $(cargo-package))' ]
+for v in SITE LICENSE LICENSE_FILES; do
+	check "marmoset.mk sets MARMOSET_$v" grep -q "^MARMOSET_$v = " $BRP/marmoset.mk
+done
+check "marmoset.mk defines the marmoset user" grep -q '^	marmoset -1 marmoset -1 \* - - - ' $BRP/marmoset.mk
+check "marmoset.mk installs SysV and systemd init" \
+	grep -q '^define MARMOSET_INSTALL_INIT_SYSV$' $BRP/marmoset.mk &&
+	grep -q '^define MARMOSET_INSTALL_INIT_SYSTEMD$' $BRP/marmoset.mk
+for c in "$BR"/configs/*_defconfig; do
+	check "$(basename "$c"): overlay, merged-usr, marmoset" \
+		has "$c" 'BR2_ROOTFS_OVERLAY="$(BR2_EXTERNAL_MARMOSET_PATH)/../../rootfs-overlay"' &&
+		hasx "$c" BR2_ROOTFS_MERGED_USR=y && hasx "$c" BR2_PACKAGE_MARMOSET=y
+done
+check "both qemu defconfigs exist" test -f $BR/configs/qemu_aarch64_virt_marmoset_defconfig -a -f $BR/configs/qemu_arm_vexpress_marmoset_defconfig
+
+# Yocto layer and recipe.
+check "layer.conf: collection, pattern, priority, depends, series" \
+	hasx $YO/conf/layer.conf 'BBFILE_COLLECTIONS += "marmoset"' &&
+	hasx $YO/conf/layer.conf 'BBFILE_PATTERN_marmoset = "^${LAYERDIR}/"' &&
+	grep -q '^BBFILE_PRIORITY_marmoset = "[0-9]*"$' $YO/conf/layer.conf &&
+	hasx $YO/conf/layer.conf 'LAYERDEPENDS_marmoset = "core"' &&
+	grep -q '^LAYERSERIES_COMPAT_marmoset = ' $YO/conf/layer.conf
+BB=$RE/marmoset_$VERSION.bb
+check "recipe inherits cargo cargo-update-recipe-crates update-rc.d systemd useradd" \
+	hasx "$BB" "inherit cargo cargo-update-recipe-crates update-rc.d systemd useradd"
+check "recipe requires the crates include" hasx "$BB" 'require ${BPN}-crates.inc'
+for v in LICENSE LIC_FILES_CHKSUM SRC_URI SRCREV S INITSCRIPT_NAME INITSCRIPT_PARAMS 'SYSTEMD_SERVICE:${PN}' USERADD_PACKAGES 'USERADD_PARAM:${PN}'; do
+	check "recipe sets $v" grep -q "^$v = " "$BB"
+done
+
+# OpenWrt package.
+for l in 'include $(TOPDIR)/rules.mk' 'include $(INCLUDE_DIR)/package.mk' 'PKG_BUILD_DEPENDS:=rust/host' \
+	'  DEPENDS:=$(RUST_ARCH_DEPENDS)' '$(eval $(call RustBinPackage,marmoset))' '$(eval $(call BuildPackage,marmoset))'; do
+	check "OpenWrt Makefile: $l" hasx $OW/Makefile "$l"
+done
+check "OpenWrt Makefile includes rust-package.mk" grep -q '^include .*/lang/rust/rust-package.mk$' $OW/Makefile
+
+# License file hashes (need the LICENSE file at the top of the repo).
+if [ -f LICENSE ]; then
+	s=$(sha256sum LICENSE | cut -d' ' -f1)
+	m=$(md5sum LICENSE | cut -d' ' -f1)
+	check "Buildroot hash of LICENSE is $s" grep -q "^sha256  $s  LICENSE$" $BRP/marmoset.hash
+	check "Yocto LIC_FILES_CHKSUM md5 of LICENSE is $m" has "$BB" "file://LICENSE;md5=$m"
+else
+	echo "note - no LICENSE file yet: license hashes in $BRP/marmoset.hash and $BB are placeholders"
+fi
+
+# The armv7-musl CI build is skipped when its key is already recorded.
+T=$(mktemp -d)
+board/build-armv7-musl.sh --print-key >"$T/armv7-musl.key"
+out=$(MARMOSET_CI_CACHE=$T board/build-armv7-musl.sh --if-changed 2>&1)
+case $out in
+*"inputs unchanged since last successful build"*) ok "build-armv7-musl.sh --if-changed skips on a recorded key" ;;
+*) bad "build-armv7-musl.sh --if-changed skips on a recorded key: $out" ;;
+esac
+check "the key is a sha256" grep -qx '[0-9a-f]\{64\}' "$T/armv7-musl.key"
+rm -rf "$T"
+
+# Shell syntax of every script shipped here (and shellcheck when present).
+for f in init/S50marmoset board/release.sh board/build-armv7-musl.sh board/crates-inc.sh \
+	tests/cross.sh tests/init/sysv.sh tests/init/procd.sh tests/init/packaging.sh; do
+	check "sh -n $f" sh -n "$f"
+done
+if command -v shellcheck >/dev/null; then
+	check "shellcheck (sh) clean" shellcheck -s sh init/S50marmoset board/release.sh \
+		board/build-armv7-musl.sh board/crates-inc.sh tests/cross.sh tests/init/*.sh
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
