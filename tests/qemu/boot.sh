@@ -45,6 +45,7 @@ fi
 BOOT_DEADLINE=${MARMOSET_QEMU_BOOT_DEADLINE:-$BOOT_DEADLINE}
 CACHE=${MARMOSET_QEMU_CACHE:-$HOME/.cache/marmoset-qemu}
 OUT=${MARMOSET_QEMU_OUT:-$REPO/tests/out/$BOARD}
+GUEST_PIDFILE=/var/run/marmoset.pid   # S50marmoset's PIDFILE
 AB_REQUESTS=${AB_REQUESTS:-2000}
 AB_CONCURRENCY=${AB_CONCURRENCY:-10}
 GUEST_HOSTNAME="$BOARD"   # not containing "marmoset": the log checks grep for it
@@ -97,7 +98,7 @@ finish() {
   fi
   if [ "$FAILED" -gt 0 ] && [ -s "$CONSOLE_LOG" ]; then
     echo "---- last 60 lines of the guest console ($CONSOLE_LOG) ----"
-    tail -n 60 "$CONSOLE_LOG" | tr -d '\r'
+    tail -n 60 "$CONSOLE_LOG" | tr -d '\r' | sed 's/\x1b\[[0-9;?]*[A-Za-z]//g'
     echo "---- end of console ----"
   fi
   echo "$PASSED passed, $FAILED failed"
@@ -726,21 +727,44 @@ wait_guest_log() { # a guest-side loop: wait up to ~10 s for REGEX in /var/log/m
 guest_checks() {
   local pid uid gid rss code
   FAILED_BEFORE_GUEST=$FAILED
-  guest 30 'pidof marmoset'
-  pid=$(printf '%s\n' "$GOUT" | tail -n 1 | awk '{ print $1 }')
-  if [ -z "$pid" ]; then
-    fail "marmoset is running in the guest (pidof: '$GOUT')"
+  # The main process is the one in S50marmoset's pidfile; with workers there are more processes.
+  guest 30 "cat $GUEST_PIDFILE 2>/dev/null; echo; echo pids=\$(pidof marmoset)"
+  pid=$(printf '%s\n' "$GOUT" | sed -n '1{s/[^0-9]//g;p;}')
+  local pids
+  pids=$(printf '%s\n' "$GOUT" | sed -n 's/^pids=//p')
+  [ -n "$pid" ] || pid=$(printf '%s\n' "$pids" | awk '{ print $NF }')
+  if [ -z "$pid" ] || [ -z "$pids" ]; then
+    fail "marmoset is running in the guest (pidfile/pidof: '$(printf '%s' "$GOUT" | tr '\n' ' ')')"
   else
-    pass "marmoset is running in the guest (pid $pid)"
-    guest 20 "grep -E '^(Uid|Gid|VmRSS):' /proc/$pid/status; echo wwwuid=\$(id -u www-data) wwwgid=\$(id -g www-data)"
-    uid=$(printf '%s\n' "$GOUT" | awk '/^Uid:/ { print $2 "," $3 "," $4 "," $5 }')
-    gid=$(printf '%s\n' "$GOUT" | awk '/^Gid:/ { print $2 "," $3 "," $4 "," $5 }')
-    rss=$(printf '%s\n' "$GOUT" | awk '/^VmRSS:/ { print $2 " " $3 }')
-    local wu wg
+    pass "marmoset is running in the guest (pid $pid; all: $pids)"
+    guest 20 "for p in $pids; do echo \"proc \$p \$(grep -E '^(Uid|Gid|VmRSS):' /proc/\$p/status | tr -s '\\t ' ' ' | tr '\\n' ' ') SmapsRss: \$(awk '/^Rss:/ { print \$2 }' /proc/\$p/smaps_rollup 2>/dev/null)\"; done; echo wwwuid=\$(id -u www-data) wwwgid=\$(id -g www-data)"
+    local wu wg bad
     wu=$(printf '%s\n' "$GOUT" | sed -n 's/.*wwwuid=\([0-9]*\).*/\1/p')
     wg=$(printf '%s\n' "$GOUT" | sed -n 's/.*wwwgid=\([0-9]*\).*/\1/p')
-    check "$([ -n "$wu" ] && [ "$uid" = "$wu,$wu,$wu,$wu" ] && [ "$gid" = "$wg,$wg,$wg,$wg" ]; echo $?)" \
-      "marmoset runs as www-data (uid $wu, gid $wg)" "Uid $uid, Gid $gid"
+    # "proc PID Uid: r e s f Gid: r e s f VmRSS: N kB"
+    bad=$(printf '%s\n' "$GOUT" | awk -v u="$wu" -v g="$wg" '
+      /^proc / { ok = 1
+        for (i = 1; i <= NF; i++) {
+          if ($i == "Uid:") for (j = 1; j <= 4; j++) if ($(i + j) != u) ok = 0
+          if ($i == "Gid:") for (j = 1; j <= 4; j++) if ($(i + j) != g) ok = 0
+        }
+        if (!ok || u == "") printf "%s ", $0 }')
+    check "$([ -n "$wu" ] && [ -z "$bad" ]; echo $?)" \
+      "every marmoset process runs as www-data (uid $wu, gid $wg)" "$bad"
+    # VmRSS, and Rss from smaps_rollup (a page-table walk: exact, where VmRSS of a small process can
+    # lag behind on kernels that batch the RSS counters per thread, as the armmp one does).
+    rss=$(printf '%s\n' "$GOUT" | awk -v main="$pid" '
+      /^proc / { n++
+        for (i = 1; i <= NF; i++) {
+          if ($i == "VmRSS:") { v[$2] = $(i + 1); tv += $(i + 1) }
+          if ($i == "SmapsRss:" && $(i + 1) ~ /^[0-9]+$/) { r[$2] = $(i + 1); tr += $(i + 1) }
+        } }
+      END { if (!n) { print "unknown"; exit }
+            out = "VmRSS " ((main in v) ? v[main] : "?") " kB"
+            if (main in r) out = out ", smaps Rss " r[main] " kB"
+            out = out " (main pid " main ")"
+            if (n > 1) out = out "; all " n " processes: VmRSS " tv " kB" (tr ? ", smaps Rss " tr " kB" : "")
+            print out }')
     GUEST_RSS=${rss:-unknown}
     say "marmoset VmRSS after the load: $GUEST_RSS"
   fi
@@ -753,9 +777,10 @@ guest_checks() {
   local reload_out=$GOUT
   guest 20 "$(wait_guest_log 'marmoset.*reloading')"
   check "$GRC" "S50marmoset reload: 'reloading' logged" "$(printf '%s' "$reload_out" | tr '\n' ' ')"
-  guest 20 'pidof marmoset'
+  guest 20 "cat $GUEST_PIDFILE 2>/dev/null; echo; echo pids=\$(pidof marmoset)"
   local pid2
-  pid2=$(printf '%s\n' "$GOUT" | tail -n 1 | awk '{ print $1 }')
+  pid2=$(printf '%s\n' "$GOUT" | sed -n '1{s/[^0-9]//g;p;}')
+  case " $(printf '%s\n' "$GOUT" | sed -n 's/^pids=//p') " in *" $pid2 "*) ;; *) pid2="$pid2(not running)" ;; esac
   check "$([ -n "$pid" ] && [ "$pid2" = "$pid" ]; echo $?)" "S50marmoset reload: still running with the same pid" \
     "pid before '$pid', after '$pid2'"
   code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://127.0.0.1:$PORT/")
