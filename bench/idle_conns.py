@@ -6,7 +6,9 @@ Prints on stdout:
   READY ok=<n> failed=<n>          once every connection has had its response
   DONE still_open=<n>              after the hold (connections the server kept)
 The caller samples the server's memory between READY and DONE.
-Usage: idle_conns.py PORT N HOLD_SECONDS [PATH]
+Each connection gets 5 s; opening stops after DEADLINE seconds (default 60),
+the connections not tried by then count as failed.
+Usage: idle_conns.py PORT N HOLD_SECONDS [PATH [DEADLINE]]
 """
 import socket
 import sys
@@ -45,7 +47,7 @@ def main():
     path = sys.argv[4] if len(sys.argv) > 4 else "/index.html"
     req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
            "Connection: keep-alive\r\nUser-Agent: marmoset-bench-idle\r\n\r\n").encode()
-    deadline = time.monotonic() + 60  # never run away
+    deadline = time.monotonic() + (float(sys.argv[5]) if len(sys.argv) > 5 else 60)
     socks, failed = [], 0
     for _ in range(n):
         if time.monotonic() > deadline:

@@ -59,9 +59,13 @@ fi
 if [ -z "${MARMOSET_BIN:-}" ]; then
     if command -v cargo >/dev/null; then
         say "cargo build --release (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target})"
-        (cd "$repo" && cargo build --release >&2) || say "marmoset build FAILED: benchmarking the peers only"
+        if ! (cd "$repo" && cargo build --release >&2); then
+            say "marmoset build FAILED: benchmarking the peers only"
+            export BENCH_MARMOSET_UNAVAILABLE="cargo build --release failed"  # don't run a stale binary
+        fi
     else
         say "no cargo: benchmarking the peers only"
+        export BENCH_MARMOSET_UNAVAILABLE="no cargo to build it"
     fi
 fi
 
