@@ -5,7 +5,8 @@ use std::cell::RefCell;
 
 use crate::limits::HEAD_BUF;
 
-/// Output buffer size: headers plus a small file body in one write.
+/// Output buffer size: headers plus a small file body in one write; larger
+/// bodies go out with sendfile(2) after the headers.
 pub const OUT_BUF: usize = 16 * 1024;
 
 /// Buffers kept for reuse beyond those in use; the rest are freed.

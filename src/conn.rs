@@ -14,6 +14,7 @@ use futures_lite::future;
 use crate::access_log;
 use crate::buffers::OUT_BUF;
 use crate::clock::Clock;
+use crate::gunzip::Gunzip;
 use crate::limits::{HEAD_BUF, MAX_DISCARDED_BODY};
 use crate::request::{self, Body as RequestBody, Reject, Version};
 use crate::response::{self, Body, HeadContext, Response};
@@ -235,12 +236,13 @@ impl Conn {
                 self.send_head_more(out).await?;
                 self.send_file(&file, offset, len).await
             }
+            Body::Gunzip { mut stream, len } => self.send_gunzipped(out, &mut stream, len).await,
         }
     }
 
     async fn send_all(&self, mut bytes: &[u8]) -> Result<(), End> {
         while !bytes.is_empty() {
-            match (&*self.stream.get_ref()).write(bytes) {
+            match self.stream.get_ref().write(bytes) {
                 Ok(0) => return Err(End::Closed),
                 Ok(n) => bytes = &bytes[n..],
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable().await?,
@@ -281,6 +283,32 @@ impl Conn {
         Ok(())
     }
 
+    /// Streams a decompressed `.gz`, one output buffer at a time. A stream
+    /// that does not end at the announced length closes the connection.
+    async fn send_gunzipped(
+        &self,
+        out: &mut Vec<u8>,
+        stream: &mut Gunzip,
+        len: u64,
+    ) -> Result<(), End> {
+        let mut sent = 0u64;
+        loop {
+            let head = out.len();
+            out.resize(OUT_BUF, 0);
+            let n = stream.fill(&mut out[head..])?;
+            out.truncate(head + n);
+            sent += n as u64;
+            if sent > len {
+                return Err(End::Io);
+            }
+            self.send_all(out).await?;
+            out.clear();
+            if n == 0 {
+                return if sent == len { Ok(()) } else { Err(End::Io) };
+            }
+        }
+    }
+
     async fn writable(&self) -> Result<(), End> {
         let limit = self.w.config.send_timeout;
         match within(limit, self.stream.writable()).await {
@@ -317,7 +345,7 @@ impl Conn {
     async fn read_more(&mut self, deadline: Instant) -> Result<usize, End> {
         let buf = self.buf.get_or_insert_with(|| self.w.pool.head());
         loop {
-            match (&*self.stream.get_ref()).read(&mut buf[self.len..]) {
+            match self.stream.get_ref().read(&mut buf[self.len..]) {
                 Ok(n) => {
                     self.len += n;
                     return Ok(n);

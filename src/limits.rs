@@ -19,10 +19,6 @@ pub const MAX_PATH: usize = 2048;
 /// so the next pipelined request can be parsed; larger bodies get 413 and close.
 pub const MAX_DISCARDED_BODY: u64 = 1 << 20;
 
-/// Files up to this size go out in the same write as the headers; larger ones
-/// through sendfile(2), which saves the user-space copy.
-pub const SMALL_FILE: u64 = 16 * 1024;
-
 /// Longest pause between accept errors such as EMFILE, so a full descriptor
 /// table never turns the accept loop into a busy loop.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);

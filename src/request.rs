@@ -22,15 +22,6 @@ pub enum Version {
     Http11,
 }
 
-impl Version {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Version::Http10 => "HTTP/1.0",
-            Version::Http11 => "HTTP/1.1",
-        }
-    }
-}
-
 /// How the request body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Body {
@@ -43,7 +34,6 @@ pub enum Body {
 #[derive(Debug)]
 pub struct Request<'a> {
     pub method: Method,
-    pub method_str: &'a str,
     /// Origin-form `path?query` (an absolute-form target is reduced to it).
     pub target: &'a [u8],
     pub version: Version,
@@ -103,7 +93,6 @@ pub fn parse<'a>(
     let framing = Framing::read(headers, version)?;
     Ok(Some(Request {
         method: method(method_str),
-        method_str,
         target,
         version,
         head_len,

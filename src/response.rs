@@ -2,11 +2,11 @@
 
 use std::fs::File;
 
+use crate::gunzip::Gunzip;
 use crate::request::Version;
 use crate::status::Status;
 
 /// What follows the head.
-#[derive(Debug)]
 pub enum Body {
     /// No body: 304, redirects, HEAD answers are cut by the connection.
     Empty,
@@ -16,11 +16,19 @@ pub enum Body {
     File { file: File, offset: u64, len: u64 },
     /// Text made for this response (directory listings).
     Owned(Vec<u8>),
+    /// A `.gz` file decompressed on the way out; `len` is the decompressed size.
+    Gunzip { stream: Box<Gunzip>, len: u64 },
+}
+
+impl Body {
+    /// A file (or its decompression) rather than a page made by the server.
+    pub fn is_file(&self) -> bool {
+        matches!(self, Body::File { .. } | Body::Gunzip { .. })
+    }
 }
 
 /// Headers at most one of which is taken from a list of choices; the rest
 /// are `extra` name/value pairs whose values are trusted (never raw request bytes).
-#[derive(Debug)]
 pub struct Response {
     pub status: Status,
     pub content_type: Option<&'static str>,
@@ -83,12 +91,21 @@ impl Response {
         }
     }
 
+    pub fn remove_header(&mut self, name: &str) {
+        self.extra.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    }
+
+    pub fn has_header(&self, name: &str) -> bool {
+        self.extra.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+    }
+
     pub fn body_len(&self) -> u64 {
         match &self.body {
             Body::Empty => 0,
             Body::StatusPage => status_page_len(self.status),
             Body::File { len, .. } => *len,
             Body::Owned(v) => v.len() as u64,
+            Body::Gunzip { len, .. } => *len,
         }
     }
 }

@@ -1,15 +1,28 @@
-//! The request pipeline. It reads top to bottom: method, path, then the file
-//! with its conditions and range. Each step either answers or hands on.
+//! The request pipeline. It reads top to bottom; each step either answers
+//! or hands on:
+//!
+//! 1. method: GET and HEAD serve files (405/501 otherwise);
+//! 2. path: decoded and normalised, or 400/404/414;
+//! 3. redirect rules from the config;
+//! 4. the file: a precompressed variant when the client takes one, a `.gz`
+//!    alone decompressed for a client that does not, the directory index or
+//!    listing, the SPA fallback, or the error page;
+//! 5. conditions and range on the representation chosen;
+//! 6. the config's Cache-Control and header rules.
 
 use std::os::unix::fs::MetadataExt;
 
 use crate::conditional::{self, Conditions, Validators};
 use crate::config::Config;
+use crate::gunzip::Gunzip;
+use crate::listing;
 use crate::mime;
+use crate::negotiate::{self, Encodings};
 use crate::path::{self, CleanPath, PathError};
 use crate::range::{self, Ranged};
 use crate::request::{Method, Request};
 use crate::response::{Body, ContentRange, Response};
+use crate::rules::{HeaderAction, Rules};
 use crate::static_files::{self, Lookup, Opened, Root};
 use crate::status::Status;
 
@@ -31,48 +44,163 @@ impl Site {
 pub fn respond(site: &Site, req: &Request<'_>) -> Response {
     match req.method {
         Method::Get | Method::Head => {}
-        Method::Unknown => return Response::status(Status::NotImplemented),
+        Method::Unknown => return finish(site, Response::status(Status::NotImplemented), ""),
         Method::Post | Method::OtherKnown => {
             let mut r = Response::status(Status::MethodNotAllowed);
             r.allow = Some("GET, HEAD");
-            return r;
+            return finish(site, r, "");
         }
     }
     let (raw_path, query) = path::split_query(req.target);
     let path = match path::clean(raw_path) {
         Ok(p) => p,
-        Err(PathError::BadRequest) => return Response::status(Status::BadRequest),
-        Err(PathError::Hidden) => return Response::status(Status::NotFound),
-        Err(PathError::TooLong) => return Response::status(Status::UriTooLong),
+        Err(PathError::BadRequest) => {
+            return finish(site, Response::status(Status::BadRequest), "");
+        }
+        Err(PathError::Hidden) => return error(site, Status::NotFound, ""),
+        Err(PathError::TooLong) => return finish(site, Response::status(Status::UriTooLong), ""),
     };
+    if let Some(r) = redirect(site, &path, query) {
+        return finish(site, r, path.as_str());
+    }
+    let enc = negotiate::accept_encoding(req.header("accept-encoding"));
     match site.root.lookup(&path, &site.config.index) {
-        Lookup::File(opened) => serve_file(req, opened),
-        Lookup::DirWithoutSlash => redirect_to_directory(&path, query),
-        Lookup::DirWithoutIndex => Response::status(Status::NotFound),
-        Lookup::Missing(status) => Response::status(status),
+        Lookup::File(opened) => serve(site, req, opened, enc),
+        Lookup::DirWithoutSlash => finish(site, redirect_to_directory(&path, query), path.as_str()),
+        Lookup::DirWithoutIndex(dir) => {
+            let gz_index = site.config.index.iter().find_map(|n| {
+                static_files::index_path(&path, n).and_then(|name| gz_only(site, req, &name, enc))
+            });
+            if let Some(r) = gz_index {
+                return r;
+            }
+            if site.config.rules.listing {
+                return listing(site, dir, &path);
+            }
+            error(site, Status::NotFound, path.as_str())
+        }
+        Lookup::Missing(Status::NotFound) => gz_only(site, req, path.as_str(), enc)
+            .or_else(|| spa_fallback(site, req, &path, enc))
+            .unwrap_or_else(|| error(site, Status::NotFound, path.as_str())),
+        Lookup::Missing(status) => error(site, status, path.as_str()),
     }
 }
 
-fn serve_file(req: &Request<'_>, opened: Opened) -> Response {
-    let Opened { file, meta, name } = opened;
-    let len = meta.len();
-    let (secs, nanos) = static_files::mtime(&meta);
-    let validators = Validators::new(meta.ino(), len, secs, nanos);
-    let conditions = Conditions {
-        if_match: req.header("if-match"),
-        if_none_match: req.header("if-none-match"),
-        if_modified_since: req.header("if-modified-since"),
-        if_unmodified_since: req.header("if-unmodified-since"),
+/// Serves a file, or its best precompressed variant.
+fn serve(site: &Site, req: &Request<'_>, original: Opened, enc: Encodings) -> Response {
+    let (chosen, has_variants) = variant(site, &original, enc);
+    let name = original.name.clone();
+    let mut r = match chosen {
+        Some((coding, v)) => {
+            let mut r = representation(req, v.file, &v.meta, &name);
+            r.add_header("Content-Encoding", coding);
+            r
+        }
+        None => representation(req, original.file, &original.meta, &name),
     };
-    let status = match conditional::evaluate(&conditions, &validators) {
-        conditional::Outcome::Proceed => Status::Ok,
-        conditional::Outcome::NotModified => Status::NotModified,
+    if has_variants {
+        r.add_header("Vary", "Accept-Encoding");
+    }
+    finish(site, r, &name)
+}
+
+/// The best variant the client takes (`X.br` before `X.gz`), and whether the
+/// path has any; a variant older than the original is ignored.
+fn variant(
+    site: &Site,
+    original: &Opened,
+    enc: Encodings,
+) -> (Option<(&'static str, Opened)>, bool) {
+    let mut any = false;
+    for (suffix, coding, accepted) in [(".br", "br", enc.br), (".gz", "gzip", enc.gzip)] {
+        let Some(name) = static_files::with_suffix(&original.name, suffix) else {
+            continue;
+        };
+        let Ok(v) = site.root.open_file(&name) else {
+            continue;
+        };
+        // Whole seconds: tools that copy the original's time (brotli, touch -r on
+        // some filesystems) drop the nanoseconds.
+        if static_files::mtime(&v.meta).0 < static_files::mtime(&original.meta).0 {
+            continue;
+        }
+        any = true;
+        if accepted {
+            return (Some((coding, v)), true);
+        }
+    }
+    (None, any)
+}
+
+/// A tree that ships only `X.gz`: as is to a client taking gzip, else
+/// decompressed on the fly.
+fn gz_only(site: &Site, req: &Request<'_>, name: &str, enc: Encodings) -> Option<Response> {
+    let gz = site
+        .root
+        .open_file(&static_files::with_suffix(name, ".gz")?)
+        .ok()?;
+    let mut r = if enc.gzip {
+        let mut r = representation(req, gz.file, &gz.meta, name);
+        r.add_header("Content-Encoding", "gzip");
+        r
+    } else {
+        gunzipped(req, gz, name)
+    };
+    r.add_header("Vary", "Accept-Encoding");
+    Some(finish(site, r, name))
+}
+
+fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
+    let (secs, nanos) = static_files::mtime(&gz.meta);
+    let mut v = Validators::new(gz.meta.ino(), gz.meta.len(), secs, nanos);
+    // Its own ETag: the decompressed bytes are another representation.
+    v.etag.pop();
+    let _ = v.etag.push_str("-u\"");
+    match conditional::evaluate(&conditions(req), &v) {
+        conditional::Outcome::Proceed => {}
+        conditional::Outcome::NotModified => return not_modified(v),
         conditional::Outcome::PreconditionFailed => {
             return Response::status(Status::PreconditionFailed);
         }
+    }
+    let mut r = match Gunzip::open(gz.file, gz.meta.len()) {
+        Ok((stream, len)) => Response::new(
+            Status::Ok,
+            Body::Gunzip {
+                stream: Box::new(stream),
+                len,
+            },
+        ),
+        Err(e) => {
+            log::warn!("{name}.gz: {e}");
+            return Response::status(Status::InternalServerError);
+        }
     };
-    let ranged = match (status, req.method) {
-        (Status::Ok, Method::Get) => range::evaluate(
+    r.content_type = Some(mime::for_name(name));
+    r.last_modified = Some(v.mtime);
+    r.etag = Some(v.etag);
+    r
+}
+
+/// One file as a response: validators, conditions, range.
+fn representation(
+    req: &Request<'_>,
+    file: std::fs::File,
+    meta: &std::fs::Metadata,
+    name: &str,
+) -> Response {
+    let len = meta.len();
+    let (secs, nanos) = static_files::mtime(meta);
+    let validators = Validators::new(meta.ino(), len, secs, nanos);
+    match conditional::evaluate(&conditions(req), &validators) {
+        conditional::Outcome::Proceed => {}
+        conditional::Outcome::NotModified => return not_modified(validators),
+        conditional::Outcome::PreconditionFailed => {
+            return Response::status(Status::PreconditionFailed);
+        }
+    }
+    let ranged = match req.method {
+        Method::Get => range::evaluate(
             req.header("range"),
             req.header("if-range"),
             &validators,
@@ -81,7 +209,6 @@ fn serve_file(req: &Request<'_>, opened: Opened) -> Response {
         _ => Ranged::Full,
     };
     let (status, body, content_range) = match ranged {
-        _ if status == Status::NotModified => (status, Body::Empty, None),
         Ranged::Full => (
             Status::Ok,
             Body::File {
@@ -111,12 +238,106 @@ fn serve_file(req: &Request<'_>, opened: Opened) -> Response {
         }
     };
     let mut r = Response::new(status, body);
-    r.content_type = Some(mime::for_name(&name));
+    r.content_type = Some(mime::for_name(name));
     r.last_modified = Some(secs);
     r.etag = Some(validators.etag);
     r.accept_ranges = true;
     r.content_range = content_range;
     r
+}
+
+fn conditions<'a>(req: &Request<'a>) -> Conditions<'a> {
+    Conditions {
+        if_match: req.header("if-match"),
+        if_none_match: req.header("if-none-match"),
+        if_modified_since: req.header("if-modified-since"),
+        if_unmodified_since: req.header("if-unmodified-since"),
+    }
+}
+
+fn not_modified(v: Validators) -> Response {
+    let mut r = Response::new(Status::NotModified, Body::Empty);
+    r.last_modified = Some(v.mtime);
+    r.etag = Some(v.etag);
+    r
+}
+
+/// A GET for a route of a single-page app (no such file, no extension,
+/// HTML accepted) gets the app's fallback page with 200.
+fn spa_fallback(
+    site: &Site,
+    req: &Request<'_>,
+    path: &CleanPath,
+    enc: Encodings,
+) -> Option<Response> {
+    let fallback = site.config.rules.spa_fallback.as_deref()?;
+    if path.file_name().contains('.') || !negotiate::accepts_html(req.header("accept")) {
+        return None;
+    }
+    let opened = site.root.open_file(fallback.trim_start_matches('/')).ok()?;
+    Some(serve(site, req, opened, enc))
+}
+
+/// An error answer: the configured page for the status, else the built-in one.
+fn error(site: &Site, status: Status, path: &str) -> Response {
+    let custom = site
+        .config
+        .rules
+        .error_page(status)
+        .and_then(|p| site.root.open_file(p.trim_start_matches('/')).ok());
+    let mut r = match custom {
+        Some(page) => {
+            let mut r = Response::new(
+                status,
+                Body::File {
+                    len: page.meta.len(),
+                    file: page.file,
+                    offset: 0,
+                },
+            );
+            r.content_type = Some(mime::for_name(&page.name));
+            r
+        }
+        None => Response::status(status),
+    };
+    r.add_header("Cache-Control", "no-cache");
+    finish(site, r, path)
+}
+
+fn listing(site: &Site, dir: std::fs::File, path: &CleanPath) -> Response {
+    match listing::render(dir, path.as_str()) {
+        Ok(html) => {
+            let mut r = Response::new(Status::Ok, Body::Owned(html));
+            r.content_type = Some("text/html; charset=utf-8");
+            r.add_header("Cache-Control", "no-cache");
+            finish(site, r, path.as_str())
+        }
+        Err(e) => {
+            log::warn!("listing /{}: {e}", path.as_str());
+            error(site, Status::InternalServerError, path.as_str())
+        }
+    }
+}
+
+/// A configured redirect for the path, with the query kept.
+fn redirect(site: &Site, path: &CleanPath, query: Option<&[u8]>) -> Option<Response> {
+    let rules = &site.config.rules;
+    if rules.redirects.is_empty() {
+        return None;
+    }
+    let mut shown = String::with_capacity(path.as_str().len() + 2);
+    shown.push('/');
+    shown.push_str(path.as_str());
+    if path.trailing_slash && !path.is_root() {
+        shown.push('/');
+    }
+    let (mut location, status) = rules.redirect(&shown)?;
+    if !location.contains('?') {
+        push_query(&mut location, query);
+    }
+    let mut r = Response::status(status);
+    r.location = Some(location);
+    Some(r)
 }
 
 /// `/docs` names a directory: send the client to `/docs/`, query kept.
@@ -125,11 +346,43 @@ fn redirect_to_directory(path: &CleanPath, query: Option<&[u8]>) -> Response {
     location.push('/');
     path::encode_into(&mut location, path.as_str());
     location.push('/');
-    if let Some(q) = query.filter(|q| q.iter().all(|b| b.is_ascii_graphic())) {
-        location.push('?');
-        location.push_str(std::str::from_utf8(q).unwrap_or(""));
-    }
+    push_query(&mut location, query);
     let mut r = Response::status(Status::MovedPermanently);
     r.location = Some(location);
+    r
+}
+
+/// Appends `?query` when it is plain visible ASCII (never CR, LF or NUL).
+fn push_query(location: &mut String, query: Option<&[u8]>) {
+    if let Some(q) = query.filter(|q| q.iter().all(|b| b.is_ascii_graphic())) {
+        if let Ok(q) = std::str::from_utf8(q) {
+            location.push('?');
+            location.push_str(q);
+        }
+    }
+}
+
+/// Applies the config's Cache-Control (to files) and header rules. `name` is
+/// the served file, or the requested path, relative to the root.
+fn finish(site: &Site, mut r: Response, name: &str) -> Response {
+    let rules: &'static Rules = &site.config.rules;
+    let is_file = r.body.is_file() || r.status == Status::NotModified;
+    if is_file && !r.has_header("Cache-Control") {
+        if let Some(cc) = rules.cache_control(name) {
+            r.add_header("Cache-Control", cc);
+        }
+    }
+    for (pattern, action) in &rules.headers {
+        if !pattern.matches(name) {
+            continue;
+        }
+        match action {
+            HeaderAction::Set(n, v) => {
+                r.remove_header(n);
+                r.add_header(n, v);
+            }
+            HeaderAction::Remove(n) => r.remove_header(n),
+        }
+    }
     r
 }

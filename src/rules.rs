@@ -1,12 +1,404 @@
-//! Per-path rules from the config: cache and header rules, redirects, error
-//! pages, SPA fallback, listing. Filled in by the UI-serving work.
+//! Per-path rules from the config: Cache-Control and extra headers by
+//! pattern, redirects, error pages, the SPA fallback and directory listing.
+//! Built-in defaults suit a device UI; the config adds to or overrides them.
 
-#[derive(Debug, Clone, Default)]
-pub struct Rules {}
+use crate::status::Status;
+
+/// Which paths a rule applies to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pattern {
+    /// `*` globs over the whole path (`/assets/*`) when it contains `/`,
+    /// else over the last segment (`*.html`).
+    Glob(String),
+    /// `@hashed`: names carrying a content hash, like `app.3f2a9c1b.js`.
+    Hashed,
+}
+
+impl Pattern {
+    fn parse(s: &str) -> Pattern {
+        if s == "@hashed" {
+            Pattern::Hashed
+        } else {
+            Pattern::Glob(s.trim_start_matches('/').to_string())
+        }
+    }
+
+    /// Matches a path relative to the root (a leading `/` is ignored).
+    pub fn matches(&self, path: &str) -> bool {
+        let path = path.trim_start_matches('/');
+        let name = path.rsplit('/').next().unwrap_or(path);
+        match self {
+            Pattern::Hashed => has_content_hash(name),
+            Pattern::Glob(g) if g.contains('/') => glob(g.as_bytes(), path.as_bytes()),
+            Pattern::Glob(g) => glob(g.as_bytes(), name.as_bytes()),
+        }
+    }
+}
+
+/// `*` matches any run of bytes; everything else matches itself.
+fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    match pattern.split_first() {
+        None => text.is_empty(),
+        Some((b'*', rest)) => (0..=text.len()).any(|i| glob(rest, &text[i..])),
+        Some((&c, rest)) => text.first() == Some(&c) && glob(rest, &text[1..]),
+    }
+}
+
+/// A name carries a content hash when a dot- or dash-separated part of its
+/// stem (the name without its extension) is 8 to 64 letters, digits or `_`, with both a digit and a
+/// letter (a date like `20240101` is not a hash).
+pub fn has_content_hash(name: &str) -> bool {
+    let Some((stem, _ext)) = name.rsplit_once('.') else {
+        return false;
+    };
+    stem.split(['.', '-']).any(is_hash)
+}
+
+fn is_hash(part: &str) -> bool {
+    (8..=64).contains(&part.len())
+        && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && part.bytes().any(|b| b.is_ascii_digit())
+        && part.bytes().any(|b| b.is_ascii_alphabetic())
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeaderAction {
+    Set(String, String),
+    Remove(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Redirect {
+    /// Exact path, or a prefix when `prefix` is set (`/docs/*` in the config).
+    pub from: String,
+    pub prefix: bool,
+    /// Target; with a prefix rule, a trailing `*` takes the rest of the path.
+    pub to: String,
+    pub status: Status,
+}
+
+#[derive(Debug, Clone)]
+pub struct Rules {
+    /// First match wins: the config's rules, then the defaults.
+    pub cache: Vec<(Pattern, Option<String>)>,
+    /// All matching rules apply in order: the defaults, then the config's.
+    pub headers: Vec<(Pattern, HeaderAction)>,
+    pub redirects: Vec<Redirect>,
+    pub error_pages: Vec<(Status, String)>,
+    pub spa_fallback: Option<String>,
+    pub listing: bool,
+    /// Where the built-in cache defaults start in `cache`.
+    defaults_from: usize,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        let cache = vec![
+            (
+                Pattern::Hashed,
+                Some("public, max-age=31536000, immutable".to_string()),
+            ),
+            (Pattern::Glob("*.html".into()), Some("no-cache".to_string())),
+            (Pattern::Glob("*.htm".into()), Some("no-cache".to_string())),
+            (Pattern::Glob("*".into()), Some("max-age=300".to_string())),
+        ];
+        let set = |n: &str, v: &str| {
+            (
+                Pattern::Glob("*".into()),
+                HeaderAction::Set(n.into(), v.into()),
+            )
+        };
+        Rules {
+            cache,
+            headers: vec![
+                set("X-Content-Type-Options", "nosniff"),
+                set("X-Frame-Options", "DENY"),
+                set("Referrer-Policy", "same-origin"),
+            ],
+            redirects: Vec::new(),
+            error_pages: Vec::new(),
+            spa_fallback: None,
+            listing: false,
+            defaults_from: 0,
+        }
+    }
+}
 
 impl Rules {
     /// Takes a setting this module owns; `Ok(false)` if the key is not one of them.
-    pub fn apply(&mut self, _key: &str, _value: &str) -> Result<bool, String> {
-        Ok(false)
+    pub fn apply(&mut self, key: &str, value: &str) -> Result<bool, String> {
+        match key {
+            "cache" => self.add_cache(value)?,
+            "header" => self.add_header(value)?,
+            "redirect" => self.add_redirect(value)?,
+            "error-page" => {
+                let (code, path) =
+                    split2(value).ok_or("expected STATUS /path, e.g. `404 /404.html`")?;
+                let status = code
+                    .parse()
+                    .ok()
+                    .and_then(Status::from_code)
+                    .filter(|s| s.code() >= 400)
+                    .ok_or(format!("`{code}` is not an error status Marmoset sends"))?;
+                self.error_pages.retain(|(s, _)| *s != status);
+                self.error_pages.push((status, site_path(path)?));
+            }
+            "spa-fallback" => {
+                self.spa_fallback = if value == "off" {
+                    None
+                } else {
+                    Some(site_path(value)?)
+                };
+            }
+            "listing" => self.listing = crate::config::parse_bool(value)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn add_cache(&mut self, value: &str) -> Result<(), String> {
+        let (pattern, directive) =
+            split2(value).ok_or("expected PATTERN VALUE, e.g. `*.css max-age=600`")?;
+        let pattern = Pattern::parse(pattern);
+        if directive.contains("immutable") && pattern != Pattern::Hashed {
+            return Err("`immutable` only with the @hashed pattern: a name without a content hash must be revalidated".into());
+        }
+        if directive.bytes().any(|b| b.is_ascii_control()) {
+            return Err("control characters in a header value".into());
+        }
+        let directive = (directive != "off").then(|| directive.to_string());
+        self.cache.insert(self.defaults_from, (pattern, directive));
+        self.defaults_from += 1;
+        Ok(())
+    }
+
+    fn add_header(&mut self, value: &str) -> Result<(), String> {
+        let (pattern, rest) =
+            split2(value).ok_or("expected PATTERN Name: value, or PATTERN -Name")?;
+        let action = if let Some(name) = rest.strip_prefix('-') {
+            HeaderAction::Remove(header_name(name)?)
+        } else {
+            let (name, v) = rest.split_once(':').ok_or("expected `Name: value`")?;
+            let v = v.trim();
+            if v.is_empty() || v.bytes().any(|b| b.is_ascii_control()) {
+                return Err("a header value must be non-empty, without control characters".into());
+            }
+            HeaderAction::Set(header_name(name)?, v.to_string())
+        };
+        self.headers.push((Pattern::parse(pattern), action));
+        Ok(())
+    }
+
+    fn add_redirect(&mut self, value: &str) -> Result<(), String> {
+        let mut parts = value.split_whitespace();
+        let (Some(from), Some(to)) = (parts.next(), parts.next()) else {
+            return Err("expected FROM TO [STATUS], e.g. `/old /new 301`".into());
+        };
+        let status = match parts.next() {
+            None => Status::Found,
+            Some(code) => code
+                .parse()
+                .ok()
+                .and_then(Status::from_code)
+                .filter(|s| matches!(s.code(), 301 | 302 | 307 | 308))
+                .ok_or(format!("`{code}` is not 301, 302, 307 or 308"))?,
+        };
+        if parts.next().is_some() {
+            return Err("too many words".into());
+        }
+        let (from, prefix) = match from.strip_suffix('*') {
+            Some(p) => (p, true),
+            None => (from, false),
+        };
+        if !from.starts_with('/') || from.contains('*') {
+            return Err(format!(
+                "`{from}` must be a path starting with /, with `*` only at the end"
+            ));
+        }
+        if !to.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(
+                "the target must be a URL or path without spaces or control characters".into(),
+            );
+        }
+        self.redirects.push(Redirect {
+            from: from.to_string(),
+            prefix,
+            to: to.to_string(),
+            status,
+        });
+        Ok(())
+    }
+
+    /// The Cache-Control value for a path, if any.
+    pub fn cache_control(&self, path: &str) -> Option<&str> {
+        self.cache
+            .iter()
+            .find(|(p, _)| p.matches(path))
+            .and_then(|(_, v)| v.as_deref())
+    }
+
+    /// The redirect for a path: its Location and status.
+    pub fn redirect(&self, path: &str) -> Option<(String, Status)> {
+        self.redirects.iter().find_map(|r| {
+            if r.prefix {
+                let rest = path.strip_prefix(&r.from)?;
+                let location = match r.to.strip_suffix('*') {
+                    Some(base) => format!("{base}{rest}"),
+                    None => r.to.clone(),
+                };
+                Some((location, r.status))
+            } else {
+                (path == r.from).then(|| (r.to.clone(), r.status))
+            }
+        })
+    }
+
+    pub fn error_page(&self, status: Status) -> Option<&str> {
+        self.error_pages
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map(|(_, p)| p.as_str())
+    }
+}
+
+fn split2(value: &str) -> Option<(&str, &str)> {
+    let (a, b) = value.split_once(|c: char| c.is_ascii_whitespace())?;
+    let b = b.trim();
+    (!b.is_empty()).then_some((a, b))
+}
+
+fn header_name(name: &str) -> Result<String, String> {
+    let name = name.trim();
+    let token = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if !token {
+        return Err(format!("`{name}` is not a header name"));
+    }
+    Ok(name.to_string())
+}
+
+fn site_path(p: &str) -> Result<String, String> {
+    if !p.starts_with('/')
+        || p.contains("..")
+        || p.bytes().any(|b| b.is_ascii_control() || b == b' ')
+    {
+        return Err(format!(
+            "`{p}` must be a path under the root, starting with /"
+        ));
+    }
+    Ok(p.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_hashes() {
+        for yes in [
+            "app.3f2a9c1b.js",
+            "index-BkxQ3ZfA.js",
+            "chunk.a1b2c3d4e5f6.min.js",
+            "style.0bbdcf8b.css",
+            "x.deadbeef1.woff2",
+            "3f2a9c1b.js",
+        ] {
+            assert!(has_content_hash(yes), "{yes}");
+        }
+        for no in [
+            "app.js",
+            "index.html",
+            "polyfills-20231105.js",
+            "jquery-3.6.0.min.js",
+            "main-component.js",
+            "deadbeef1",
+        ] {
+            assert!(!has_content_hash(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn patterns() {
+        assert!(Pattern::parse("*.html").matches("/a/b/index.html"));
+        assert!(!Pattern::parse("*.html").matches("/a.html/x.js"));
+        assert!(Pattern::parse("/assets/*").matches("/assets/x/y.png"));
+        assert!(!Pattern::parse("/assets/*").matches("/x/assets/y.png"));
+        assert!(Pattern::parse("*").matches("/anything"));
+        assert!(Pattern::parse("@hashed").matches("/js/app.3f2a9c1b.js"));
+    }
+
+    #[test]
+    fn default_cache_rules_suit_a_ui() {
+        let r = Rules::default();
+        assert_eq!(
+            r.cache_control("/app.3f2a9c1b.js"),
+            Some("public, max-age=31536000, immutable")
+        );
+        assert_eq!(r.cache_control("/index.html"), Some("no-cache"));
+        assert_eq!(r.cache_control("/app.js"), Some("max-age=300"));
+    }
+
+    #[test]
+    fn config_cache_rules_come_first_and_immutable_needs_a_hash() {
+        let mut r = Rules::default();
+        r.apply("cache", "/api/* no-store").unwrap();
+        r.apply("cache", "*.png off").unwrap();
+        assert_eq!(r.cache_control("/api/x.json"), Some("no-store"));
+        assert_eq!(r.cache_control("/logo.png"), None);
+        assert_eq!(r.cache_control("/index.html"), Some("no-cache"));
+        assert!(
+            r.apply("cache", "*.js public, immutable")
+                .unwrap_err()
+                .contains("@hashed")
+        );
+    }
+
+    #[test]
+    fn redirects() {
+        let mut r = Rules::default();
+        r.apply("redirect", "/old /new 301").unwrap();
+        r.apply("redirect", "/docs/* /manual/* 308").unwrap();
+        r.apply("redirect", "/gone/* https://example.com/").unwrap();
+        assert_eq!(
+            r.redirect("/old"),
+            Some(("/new".into(), Status::MovedPermanently))
+        );
+        assert_eq!(r.redirect("/old/x"), None);
+        assert_eq!(
+            r.redirect("/docs/a/b.html"),
+            Some(("/manual/a/b.html".into(), Status::PermanentRedirect))
+        );
+        assert_eq!(
+            r.redirect("/gone/x"),
+            Some(("https://example.com/".into(), Status::Found))
+        );
+        assert!(r.apply("redirect", "/a /b 303").is_err());
+        assert!(r.apply("redirect", "a /b").is_err());
+    }
+
+    #[test]
+    fn header_rules_parse() {
+        let mut r = Rules::default();
+        r.apply("header", "* -X-Frame-Options").unwrap();
+        r.apply(
+            "header",
+            "*.svg Content-Security-Policy: default-src 'none'",
+        )
+        .unwrap();
+        assert_eq!(r.headers.len(), 5);
+        assert!(r.apply("header", "* Bad Name: x").is_err());
+        assert!(r.apply("header", "* X-A:").is_err());
+    }
+
+    #[test]
+    fn error_pages_and_fallback() {
+        let mut r = Rules::default();
+        r.apply("error-page", "404 /404.html").unwrap();
+        r.apply("spa-fallback", "/index.html").unwrap();
+        assert_eq!(r.error_page(Status::NotFound), Some("/404.html"));
+        assert!(r.apply("error-page", "200 /ok.html").is_err());
+        assert!(r.apply("error-page", "404 ../x").is_err());
     }
 }

@@ -27,13 +27,16 @@ pub struct Opened {
     pub name: heapless::String<MAX_PATH>,
 }
 
+// The file variant carries its name inline (no allocation per request); it is
+// moved once, so its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Lookup {
     File(Opened),
     /// A directory asked for without its trailing slash.
     DirWithoutSlash,
-    /// A directory without an index file.
-    DirWithoutIndex,
+    /// A directory without an index file (open, for a listing).
+    DirWithoutIndex(File),
     Missing(Status),
 }
 
@@ -65,7 +68,7 @@ impl Root {
             return Lookup::Missing(Status::NotFound);
         };
         let rel = if path.is_root() { "." } else { path.as_str() };
-        match self.open_regular(dir, rel) {
+        let dir_file = match self.open_regular(dir, rel) {
             Ok(Found::File(file, meta)) => {
                 return Lookup::File(Opened {
                     file,
@@ -73,25 +76,17 @@ impl Root {
                     name: name_of(path.as_str()),
                 });
             }
-            Ok(Found::Dir) => {}
+            Ok(Found::Dir(d)) => d,
             Ok(Found::Other) => return Lookup::Missing(Status::NotFound),
             Err(status) => return Lookup::Missing(status),
-        }
+        };
         if !path.trailing_slash && !path.is_root() {
             return Lookup::DirWithoutSlash;
         }
         for name in index {
-            let mut full: heapless::String<MAX_PATH> = heapless::String::new();
-            let joined = if path.is_root() {
-                full.push_str(name)
-            } else {
-                full.push_str(path.as_str())
-                    .and_then(|()| full.push('/'))
-                    .and_then(|()| full.push_str(name))
-            };
-            if joined.is_err() {
+            let Some(full) = index_path(path, name) else {
                 return Lookup::Missing(Status::UriTooLong);
-            }
+            };
             match self.open_regular(dir, &full) {
                 Ok(Found::File(file, meta)) => {
                     return Lookup::File(Opened {
@@ -104,7 +99,23 @@ impl Root {
                 Err(status) => return Lookup::Missing(status),
             }
         }
-        Lookup::DirWithoutIndex
+        Lookup::DirWithoutIndex(dir_file)
+    }
+
+    /// Opens one regular file by its clean relative name (variants, error
+    /// pages, the SPA fallback); anything else is NotFound.
+    pub fn open_file(&self, rel: &str) -> Result<Opened, Status> {
+        self.refresh();
+        let slot = self.dir.borrow();
+        let (dir, _) = slot.as_ref().ok_or(Status::NotFound)?;
+        match self.open_regular(dir, rel)? {
+            Found::File(file, meta) => Ok(Opened {
+                file,
+                meta,
+                name: name_of(rel),
+            }),
+            Found::Dir(_) | Found::Other => Err(Status::NotFound),
+        }
     }
 
     /// Reopens the root if the cached handle is older than a second.
@@ -140,7 +151,7 @@ impl Root {
         if meta.is_file() {
             Ok(Found::File(file, meta))
         } else if meta.is_dir() {
-            Ok(Found::Dir)
+            Ok(Found::Dir(file))
         } else {
             Ok(Found::Other)
         }
@@ -173,7 +184,7 @@ impl Root {
 
 enum Found {
     File(File, std::fs::Metadata),
-    Dir,
+    Dir(File),
     Other,
 }
 
@@ -188,9 +199,28 @@ fn open_dir(path: &Path) -> io::Result<OwnedFd> {
 
 fn name_of(rel: &str) -> heapless::String<MAX_PATH> {
     let mut s = heapless::String::new();
-    // `rel` came from a CleanPath of the same capacity.
+    // Callers pass names that came from a CleanPath of the same capacity.
     let _ = s.push_str(rel);
     s
+}
+
+/// The relative name of index file `name` in directory `dir`.
+pub fn index_path(dir: &CleanPath, name: &str) -> Option<heapless::String<MAX_PATH>> {
+    let mut full = heapless::String::new();
+    if !dir.is_root() {
+        full.push_str(dir.as_str()).ok()?;
+        full.push('/').ok()?;
+    }
+    full.push_str(name).ok()?;
+    Some(full)
+}
+
+/// `name` with a suffix (`.gz`), if it still fits.
+pub fn with_suffix(name: &str, suffix: &str) -> Option<heapless::String<MAX_PATH>> {
+    let mut s = heapless::String::new();
+    s.push_str(name).ok()?;
+    s.push_str(suffix).ok()?;
+    Some(s)
 }
 
 /// How a failed open is answered.

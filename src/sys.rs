@@ -123,6 +123,17 @@ pub fn drop_privileges(id: Option<&Identity>, chroot: Option<&Path>) -> Result<(
     let Some(id) = id else {
         return Ok(());
     };
+    if !Uid::effective().is_root() {
+        // Started unprivileged (a systemd unit with User=): already not root.
+        if Uid::effective() != id.uid {
+            log::warn!(
+                "not started as root: `user {}` ignored, running as uid {}",
+                id.name,
+                Uid::effective()
+            );
+        }
+        return Ok(());
+    }
     nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
     nix::unistd::setresgid(id.gid, id.gid, id.gid)
         .map_err(|e| format!("setresgid {}: {e}", id.gid))?;

@@ -101,7 +101,7 @@ impl Server {
         let mut cmd = command();
         cmd.args(["--config", "/dev/null", "--root"])
             .arg(root.path());
-        if !args.iter().any(|a| *a == "--listen") {
+        if !args.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }
         cmd.args(args);
