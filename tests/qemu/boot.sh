@@ -258,7 +258,9 @@ fetch_debs() {
   fi
   KERNEL_DEB=$(newest_deb "$dir" "$KERNEL_PKG_REGEX")
   BUSYBOX_DEB=$(newest_deb "$dir" '^busybox-static$')
-  [ -n "$KERNEL_DEB" ] && [ -n "$BUSYBOX_DEB" ] || abort "downloaded .deb files not found in $dir"
+  if [ -z "$KERNEL_DEB" ] || [ -z "$BUSYBOX_DEB" ]; then
+    abort "downloaded .deb files not found in $dir"
+  fi
 }
 
 unpack() { # unpack DEB -> prints the directory it is unpacked in (cached)
@@ -608,7 +610,7 @@ guest() { # guest TIMEOUT COMMAND
 # ---------------------------------------------------------------------------------------------------
 # 5. From the host.
 header_of() { # header_of FILE NAME -> the (last) value of header NAME
-  tr -d '\r' <"$1" | awk -v n="$(printf '%s' "$2" | tr 'A-Z' 'a-z')" '
+  tr -d '\r' <"$1" | awk -v n="$(printf '%s' "$2" | tr '[:upper:]' '[:lower:]')" '
     { line = $0; i = index(line, ":"); if (!i) next
       if (tolower(substr(line, 1, i - 1)) == n) { v = substr(line, i + 1); sub(/^[ \t]+/, "", v); val = v } }
     END { print val }'
@@ -725,7 +727,7 @@ wait_guest_log() { # a guest-side loop: wait up to ~10 s for REGEX in /var/log/m
 }
 
 guest_checks() {
-  local pid uid gid rss code
+  local pid rss code
   FAILED_BEFORE_GUEST=$FAILED
   # The main process is the one in S50marmoset's pidfile; with workers there are more processes.
   guest 30 "cat $GUEST_PIDFILE 2>/dev/null; echo; echo pids=\$(pidof marmoset)"
