@@ -762,7 +762,7 @@ def report(results, names, env, servers):
         (None, "p99_ms", "p99 ms (ab, 1 ms res.)", False, fmt_int, False, "agg"),
         (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
         (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
-        (None, "keepalive", "keep-alive req (last round)", True, fmt_int, False, "min"),
+        (None, "keepalive", "keep-alive req (min)", True, fmt_int, False, "min"),
     ]))
     L.append("")
     L.append(f"Cross-check `wrk -t1 -c{SMALL_C} -d{DUR}s --latency /index.html`:")
