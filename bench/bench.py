@@ -788,7 +788,9 @@ def report(results, names, env, servers):
         (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
     ]))
     L.append("")
-    L.append(f"Cross-check `wrk -t1 -c{BIG_C} -d{DUR}s --latency /linux.jpg`:")
+    L.append(f"Cross-check `wrk -t1 -c{BIG_C} -d{DUR}s --latency /linux.jpg`. Bytes / req is wrk's exact byte "
+             "count over completed requests: a little above the expected size = responses still in flight "
+             "when wrk stopped; below it = truncated responses.")
     L.append("")
     L.append(table(results, names, "wrk500", [
         (None, "rps", "requests/s", True, fmt_int, True, "agg"),
