@@ -697,7 +697,8 @@ if not isinstance(h, str) or h.strip() != host:
 print("; ".join(problems) if problems else "ok")
 EOF
 )
-    check "$([ "$verdict" = ok ]; echo $?)" "/cgi-bin/status is JSON with the guest's kernel and hostname" "$verdict"
+    check "$([ "$verdict" = ok ]; echo $?)" "/cgi-bin/status is JSON with the guest's kernel and hostname" \
+      "$verdict (Content-Type '$(header_of "$hdr" Content-Type)', body '$(head -c 120 "$RUN/status.json" | tr '\n' ' ')')"
   fi
 
   # Load.
