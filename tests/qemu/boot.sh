@@ -24,6 +24,8 @@ set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
+# cargo runs in the repo: a relative CARGO_TARGET_DIR means relative to where we were started.
+case "${CARGO_TARGET_DIR:-/}" in /*) ;; *) export CARGO_TARGET_DIR="$PWD/$CARGO_TARGET_DIR" ;; esac
 
 BOARD=${1:-}
 case "$BOARD" in
@@ -80,7 +82,7 @@ cleanup() {
     wait "$READER_PID" 2>/dev/null
   fi
   READER_PID=""
-  exec 7>&- 2>/dev/null
+  exec 7>&-
   if [ -n "$ADDED_ARCH" ]; then
     dpkg --remove-architecture "$ADDED_ARCH" 2>/dev/null ||
       echo "warning: could not remove the foreign architecture $ADDED_ARCH" >&2
@@ -137,9 +139,7 @@ host_prereqs() {
 # ---------------------------------------------------------------------------------------------------
 # 1. The release binary for the board's target.
 target_dir() {
-  local d=${CARGO_TARGET_DIR:-target}
-  case "$d" in /*) ;; *) d="$REPO/$d" ;; esac
-  printf '%s' "$d"
+  printf '%s' "${CARGO_TARGET_DIR:-$REPO/target}"
 }
 
 # Does .cargo/config.toml have KEY inside the [target.TRIPLE] table?
@@ -200,12 +200,26 @@ build_binary() {
   say "cargo ${cargo_args[*]}"
   local t0 t1
   t0=$(now)
-  if ! (cd "$REPO" && cargo "${cargo_args[@]}") >"$OUT/build.log" 2>&1; then
+  if ! (cd "$REPO" && cargo "${cargo_args[@]}" --message-format=json-render-diagnostics) \
+      >"$OUT/build.json" 2>"$OUT/build.log"; then
     tail -n 40 "$OUT/build.log"
     abort "cargo build for $RUST_TARGET failed (full log: $OUT/build.log)"
   fi
   t1=$(now)
-  BINARY="$(target_dir)/$RUST_TARGET/release/marmoset"
+  # Where cargo put it (whatever target-dir is in force), from its JSON messages.
+  BINARY=$(python3 -c '
+import json, sys
+exe = ""
+for line in open(sys.argv[1], encoding="utf-8"):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("target", {}).get("name") == "marmoset" \
+            and "bin" in m.get("target", {}).get("kind", []) and m.get("executable"):
+        exe = m["executable"]
+print(exe)' "$OUT/build.json")
+  [ -n "$BINARY" ] || BINARY="$(target_dir)/$RUST_TARGET/release/marmoset"
   [ -f "$BINARY" ] || abort "cargo succeeded but $BINARY is missing"
   say "built in $(elapsed "$t0" "$t1") s: $BINARY"
 }
