@@ -60,7 +60,7 @@ fi
 
 if ls tests/*.rs >/dev/null 2>&1; then
 	echo "integration tests against $BIN${RUNNER:+ (runner: $RUNNER)}"
-	if MARMOSET_BIN=$BIN MARMOSET_RUNNER=$RUNNER cargo test --locked --test '*'; then
+	if MARMOSET_BIN=$BIN MARMOSET_RUNNER=$RUNNER cargo test --locked --no-fail-fast --test '*'; then
 		ok "cargo test --test '*' with MARMOSET_BIN=$TARGET binary"
 	else
 		bad "cargo test --test '*' with MARMOSET_BIN=$TARGET binary"
