@@ -33,7 +33,7 @@ Every setting of the config file is also a flag: `key value` in the file is
   --log-level LEVEL      error, warn, info (default) or debug
   --access-log WHERE     off (default), syslog, or a file (Common Log Format)
   --server-name NAME     Server header value, or `off` to send none
-  --max-connections N    open connections per server (default 512)
+  --max-connections N    open connections per server (default 1024)
   --header-timeout S     seconds to receive a request head (default 10)
   --keepalive-timeout S  seconds an idle connection is kept (default 15)
   --send-timeout S       seconds a send may stall (default 30)

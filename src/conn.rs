@@ -3,12 +3,10 @@
 //! has a deadline: the head timeout for a request being received, the
 //! keep-alive timeout between requests, the send timeout for a stalled client.
 
-use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
-use async_io::Timer;
 use futures_lite::future;
 
 use crate::access_log;
@@ -19,23 +17,9 @@ use crate::limits::{HEAD_BUF, MAX_DISCARDED_BODY};
 use crate::request::{self, Body as RequestBody, Reject, Version};
 use crate::response::{self, Body, HeadContext, Response};
 use crate::router;
+use crate::sock::{End, Sock, within};
 use crate::status::Status;
-use crate::sys;
 use crate::worker::{Stream, Worker};
-
-/// Why a connection ended early; all of them simply close it.
-#[derive(Debug)]
-enum End {
-    Timeout,
-    Closed,
-    Io,
-}
-
-impl From<io::Error> for End {
-    fn from(_: io::Error) -> End {
-        End::Io
-    }
-}
 
 pub async fn serve(w: &'static Worker, stream: Stream, peer: SocketAddr) {
     let mut conn = Conn {
@@ -213,74 +197,31 @@ impl Conn {
         head_only: bool,
     ) -> Result<(), End> {
         if head_only || !r.status.has_body() {
-            return self.send_all(out).await;
+            return self.sock().send_all(out).await;
         }
         match r.body {
-            Body::Empty => self.send_all(out).await,
+            Body::Empty => self.sock().send_all(out).await,
             Body::StatusPage => {
                 response::write_status_page(out, r.status);
-                self.send_all(out).await
+                self.sock().send_all(out).await
             }
             Body::Owned(bytes) => {
                 out.extend_from_slice(&bytes);
-                self.send_all(out).await
+                self.sock().send_all(out).await
             }
             Body::File { file, offset, len } if out.len() as u64 + len <= OUT_BUF as u64 => {
                 let head = out.len();
                 out.resize(head + len as usize, 0);
                 // A file cut short since it was opened: close rather than send a wrong length.
                 file.read_exact_at(&mut out[head..], offset)?;
-                self.send_all(out).await
+                self.sock().send_all(out).await
             }
             Body::File { file, offset, len } => {
-                self.send_head_more(out).await?;
-                self.send_file(&file, offset, len).await
+                self.sock().send_head_more(out).await?;
+                self.sock().send_file(&file, offset, len).await
             }
             Body::Gunzip { mut stream, len } => self.send_gunzipped(out, &mut stream, len).await,
         }
-    }
-
-    async fn send_all(&self, mut bytes: &[u8]) -> Result<(), End> {
-        while !bytes.is_empty() {
-            match self.stream.get_ref().write(bytes) {
-                Ok(0) => return Err(End::Closed),
-                Ok(n) => bytes = &bytes[n..],
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable().await?,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    }
-
-    /// Sends the head, telling the kernel more follows (sendfile).
-    async fn send_head_more(&self, mut bytes: &[u8]) -> Result<(), End> {
-        while !bytes.is_empty() {
-            match sys::send_more(self.stream.get_ref(), bytes) {
-                Ok(n) => bytes = &bytes[n..],
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable().await?,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    }
-
-    async fn send_file(&self, file: &std::fs::File, offset: u64, len: u64) -> Result<(), End> {
-        let mut pos = offset as i64;
-        let end = offset + len;
-        while (pos as u64) < end {
-            let chunk = (end - pos as u64).min(1 << 30) as usize;
-            match sys::sendfile(self.stream.get_ref(), file, &mut pos, chunk) {
-                // The file shrank under us: stop short and let the close tell the client.
-                Ok(0) => return Err(End::Io),
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable().await?,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
     }
 
     /// Streams a decompressed `.gz`, one output buffer at a time. A stream
@@ -301,25 +242,10 @@ impl Conn {
             if sent > len {
                 return Err(End::Io);
             }
-            self.send_all(out).await?;
+            self.sock().send_all(out).await?;
             out.clear();
             if n == 0 {
                 return if sent == len { Ok(()) } else { Err(End::Io) };
-            }
-        }
-    }
-
-    async fn writable(&self) -> Result<(), End> {
-        let limit = self.w.config.send_timeout;
-        match within(limit, self.stream.writable()).await {
-            Some(ready) => ready.map_err(End::from),
-            None => {
-                log::debug!(
-                    "{}: send stalled for {}s; closing",
-                    self.peer,
-                    limit.as_secs()
-                );
-                Err(End::Timeout)
             }
         }
     }
@@ -344,22 +270,14 @@ impl Conn {
     /// Reads more of a head into the buffer; `Ok(0)` at end of stream.
     async fn read_more(&mut self, deadline: Instant) -> Result<usize, End> {
         let buf = self.buf.get_or_insert_with(|| self.w.pool.head());
-        loop {
-            match self.stream.get_ref().read(&mut buf[self.len..]) {
-                Ok(n) => {
-                    self.len += n;
-                    return Ok(n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    within(left, self.stream.readable())
-                        .await
-                        .ok_or(End::Timeout)??;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let sock = Sock {
+            stream: &self.stream,
+            send_timeout: self.w.config.send_timeout,
+            peer: self.peer,
+        };
+        let n = sock.read_some(&mut buf[self.len..], deadline).await?;
+        self.len += n;
+        Ok(n)
     }
 
     /// Drops `n` bytes from the front of the buffer, keeping what follows.
@@ -404,18 +322,17 @@ impl Conn {
         self.len = 0;
     }
 
+    fn sock(&self) -> Sock<'_> {
+        Sock {
+            stream: &self.stream,
+            send_timeout: self.w.config.send_timeout,
+            peer: self.peer,
+        }
+    }
+
     fn return_buffer(&mut self) {
         if let Some(b) = self.buf.take() {
             self.w.pool.give_head(b);
         }
     }
-}
-
-/// Runs `fut` for at most `limit`.
-async fn within<T>(limit: Duration, fut: impl std::future::Future<Output = T>) -> Option<T> {
-    future::or(async { Some(fut.await) }, async {
-        Timer::after(limit).await;
-        None
-    })
-    .await
 }

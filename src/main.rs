@@ -26,6 +26,7 @@ mod request;
 mod response;
 mod router;
 mod rules;
+mod sock;
 mod static_files;
 mod status;
 mod supervisor;
@@ -77,6 +78,7 @@ fn config_logs_to_syslog() -> bool {
 fn start(mut config: Config) -> Result<u8, String> {
     let identity = sys::resolve_identity(config.user.as_deref(), config.group.as_deref())?;
     sys::block_signals().map_err(|e| format!("signals: {e}"))?;
+    sys::raise_fd_limit(config.max_connections);
     let sockets = bind_all(&config)?;
     if !config.root.is_dir() {
         log::warn!(

@@ -3,9 +3,13 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     Ok,
+    Created,
+    Accepted,
+    NoContent,
     PartialContent,
     MovedPermanently,
     Found,
+    SeeOther,
     NotModified,
     TemporaryRedirect,
     PermanentRedirect,
@@ -15,10 +19,13 @@ pub enum Status {
     NotFound,
     MethodNotAllowed,
     RequestTimeout,
+    Conflict,
+    Gone,
     PreconditionFailed,
     ContentTooLarge,
     UriTooLong,
     RangeNotSatisfiable,
+    UnprocessableContent,
     TooManyRequests,
     HeaderFieldsTooLarge,
     InternalServerError,
@@ -34,9 +41,13 @@ impl Status {
         use Status::*;
         match self {
             Ok => 200,
+            Created => 201,
+            Accepted => 202,
+            NoContent => 204,
             PartialContent => 206,
             MovedPermanently => 301,
             Found => 302,
+            SeeOther => 303,
             NotModified => 304,
             TemporaryRedirect => 307,
             PermanentRedirect => 308,
@@ -46,10 +57,13 @@ impl Status {
             NotFound => 404,
             MethodNotAllowed => 405,
             RequestTimeout => 408,
+            Conflict => 409,
+            Gone => 410,
             PreconditionFailed => 412,
             ContentTooLarge => 413,
             UriTooLong => 414,
             RangeNotSatisfiable => 416,
+            UnprocessableContent => 422,
             TooManyRequests => 429,
             HeaderFieldsTooLarge => 431,
             InternalServerError => 500,
@@ -65,9 +79,13 @@ impl Status {
         use Status::*;
         match self {
             Ok => "OK",
+            Created => "Created",
+            Accepted => "Accepted",
+            NoContent => "No Content",
             PartialContent => "Partial Content",
             MovedPermanently => "Moved Permanently",
             Found => "Found",
+            SeeOther => "See Other",
             NotModified => "Not Modified",
             TemporaryRedirect => "Temporary Redirect",
             PermanentRedirect => "Permanent Redirect",
@@ -77,10 +95,13 @@ impl Status {
             NotFound => "Not Found",
             MethodNotAllowed => "Method Not Allowed",
             RequestTimeout => "Request Timeout",
+            Conflict => "Conflict",
+            Gone => "Gone",
             PreconditionFailed => "Precondition Failed",
             ContentTooLarge => "Content Too Large",
             UriTooLong => "URI Too Long",
             RangeNotSatisfiable => "Range Not Satisfiable",
+            UnprocessableContent => "Unprocessable Content",
             TooManyRequests => "Too Many Requests",
             HeaderFieldsTooLarge => "Request Header Fields Too Large",
             InternalServerError => "Internal Server Error",
@@ -94,11 +115,15 @@ impl Status {
 
     pub fn from_code(code: u16) -> Option<Status> {
         use Status::*;
-        [
+        const ALL: [Status; 32] = [
             Ok,
+            Created,
+            Accepted,
+            NoContent,
             PartialContent,
             MovedPermanently,
             Found,
+            SeeOther,
             NotModified,
             TemporaryRedirect,
             PermanentRedirect,
@@ -108,10 +133,13 @@ impl Status {
             NotFound,
             MethodNotAllowed,
             RequestTimeout,
+            Conflict,
+            Gone,
             PreconditionFailed,
             ContentTooLarge,
             UriTooLong,
             RangeNotSatisfiable,
+            UnprocessableContent,
             TooManyRequests,
             HeaderFieldsTooLarge,
             InternalServerError,
@@ -120,13 +148,12 @@ impl Status {
             ServiceUnavailable,
             GatewayTimeout,
             VersionNotSupported,
-        ]
-        .into_iter()
-        .find(|s| s.code() == code)
+        ];
+        ALL.into_iter().find(|s| s.code() == code)
     }
 
     /// Statuses whose response never has a body (RFC 9110 section 15).
     pub fn has_body(self) -> bool {
-        self != Status::NotModified
+        !matches!(self, Status::NotModified | Status::NoContent)
     }
 }

@@ -210,3 +210,15 @@ pub fn write_pidfile(path: &Path) -> Result<(), String> {
     std::fs::write(path, format!("{}\n", std::process::id()))
         .map_err(|e| format!("pidfile {}: {e}", path.display()))
 }
+
+/// Raises the soft descriptor limit so the connection limit can be reached
+/// (many systems start daemons with a soft limit of 1024).
+pub fn raise_fd_limit(connections: usize) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let want = (connections as u64).saturating_mul(2).saturating_add(64);
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < want {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, want.min(hard), hard);
+        }
+    }
+}

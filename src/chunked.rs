@@ -1,0 +1,164 @@
+//! Decoding a chunked request body (RFC 9112 section 7.1), byte-exact so
+//! that a pipelined request after it stays intact. Pure: bytes in, data out.
+
+/// Longest chunk-size or trailer line accepted.
+const MAX_LINE: usize = 4096;
+
+/// Hex digits in a chunk size: 15 keep it below 2^60, far above any body limit.
+const MAX_DIGITS: u8 = 15;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    /// Reading the hex size; `digits` so far (the value is in `Decoder::size`).
+    Size { digits: u8 },
+    /// In a chunk extension, up to the CR.
+    Extension,
+    /// After the size line's CR.
+    SizeLf,
+    /// Inside chunk data, `left` bytes to go.
+    Data { left: u64 },
+    /// After chunk data: CR, then LF.
+    DataCr,
+    DataLf,
+    /// After the last chunk: trailer lines until an empty one.
+    TrailerStart,
+    Trailer,
+    TrailerLf { empty: bool },
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Malformed;
+
+pub struct Decoder {
+    state: State,
+    size: u64,
+    line: usize,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Decoder { state: State::Size { digits: 0 }, size: 0, line: 0 }
+    }
+}
+
+impl Decoder {
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// Consumes from `input`, appending body data to `out`. Returns how many
+    /// input bytes were used; stops right after the end of the body.
+    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, Malformed> {
+        let mut i = 0;
+        while i < input.len() && self.state != State::Done {
+            if let State::Data { left } = self.state {
+                let take = left.min((input.len() - i) as u64) as usize;
+                out.extend_from_slice(&input[i..i + take]);
+                i += take;
+                let left = left - take as u64;
+                self.state = if left == 0 { State::DataCr } else { State::Data { left } };
+                continue;
+            }
+            self.line += 1;
+            if self.line > MAX_LINE {
+                return Err(Malformed);
+            }
+            self.state = self.step(input[i])?;
+            i += 1;
+        }
+        Ok(i)
+    }
+
+    fn step(&mut self, b: u8) -> Result<State, Malformed> {
+        use State::*;
+        Ok(match (self.state, b) {
+            (Size { digits }, b) if b.is_ascii_hexdigit() => {
+                if digits == MAX_DIGITS {
+                    return Err(Malformed);
+                }
+                self.size = self.size << 4 | u64::from((b as char).to_digit(16).unwrap_or(0));
+                Size { digits: digits + 1 }
+            }
+            (Size { digits }, b';') if digits > 0 => Extension,
+            (Size { digits }, b'\r') if digits > 0 => SizeLf,
+            (Extension, b'\r') => SizeLf,
+            (Extension, b) if b == b'\t' || (0x20..0x7f).contains(&b) || b >= 0x80 => Extension,
+            (SizeLf, b'\n') => {
+                self.line = 0;
+                let size = std::mem::take(&mut self.size);
+                if size == 0 { TrailerStart } else { Data { left: size } }
+            }
+            (DataCr, b'\r') => DataLf,
+            (DataLf, b'\n') => {
+                self.line = 0;
+                Size { digits: 0 }
+            }
+            (TrailerStart, b'\r') => TrailerLf { empty: true },
+            (Trailer, b'\r') => TrailerLf { empty: false },
+            (TrailerStart | Trailer, b) if b == b'\t' || (0x20..0x7f).contains(&b) || b >= 0x80 => Trailer,
+            (TrailerLf { empty: true }, b'\n') => Done,
+            (TrailerLf { empty: false }, b'\n') => {
+                self.line = 0;
+                TrailerStart
+            }
+            _ => return Err(Malformed),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(input: &[u8]) -> Result<(Vec<u8>, usize), Malformed> {
+        let mut d = Decoder::default();
+        let mut out = Vec::new();
+        let used = d.feed(input, &mut out)?;
+        assert!(d.is_done(), "incomplete: {:?}", String::from_utf8_lossy(input));
+        Ok((out, used))
+    }
+
+    #[test]
+    fn decodes_and_stops_at_the_end() {
+        let input = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\nX-Trailer: 1\r\n\r\nGET / HTTP/1.1\r\n";
+        let (out, used) = decode(input).unwrap();
+        assert_eq!(out, b"hello, world");
+        assert_eq!(&input[used..], b"GET / HTTP/1.1\r\n");
+        assert_eq!(decode(b"0\r\n\r\n").unwrap().0, b"");
+        assert_eq!(decode(b"A\r\n0123456789\r\n0\r\n\r\n").unwrap().0, b"0123456789");
+    }
+
+    #[test]
+    fn byte_by_byte_gives_the_same() {
+        let input = b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+        let mut d = Decoder::default();
+        let mut out = Vec::new();
+        for b in input {
+            assert_eq!(d.feed(std::slice::from_ref(b), &mut out), Ok(1));
+        }
+        assert!(d.is_done());
+        assert_eq!(out, b"abcde");
+    }
+
+    #[test]
+    fn refuses_malformed_bodies() {
+        for bad in [
+            &b"x\r\n"[..],
+            b"\r\n",
+            b"5\nhello\r\n0\r\n\r\n",
+            b"5\r\nhelloXX0\r\n\r\n",
+            b"-5\r\nhello\r\n",
+            b"0x5\r\nhello\r\n",
+            b"ffffffffffffffffff\r\n",
+            b"5 \r\nhello\r\n",
+            b"0\r\nX: a\nb\r\n\r\n",
+            b"1;a\0b\r\nx\r\n",
+        ] {
+            let mut d = Decoder::default();
+            assert_eq!(d.feed(bad, &mut Vec::new()), Err(Malformed), "{:?}", String::from_utf8_lossy(bad));
+        }
+        let long = format!("1;{}\r\n", "e".repeat(MAX_LINE));
+        assert_eq!(Decoder::default().feed(long.as_bytes(), &mut Vec::new()), Err(Malformed));
+    }
+}
