@@ -31,10 +31,19 @@ impl Block {
             return Ok(Block::All);
         }
         let (addr, bits) = match s.split_once('/') {
-            Some((a, b)) => (a, Some(b.parse::<u8>().map_err(|_| format!("bad prefix length in `{s}`"))?)),
+            Some((a, b)) => (
+                a,
+                Some(
+                    b.parse::<u8>()
+                        .map_err(|_| format!("bad prefix length in `{s}`"))?,
+                ),
+            ),
             None => (s, None),
         };
-        match addr.parse::<IpAddr>().map_err(|_| format!("`{s}` is not an address, a CIDR block or `all`"))? {
+        match addr
+            .parse::<IpAddr>()
+            .map_err(|_| format!("`{s}` is not an address, a CIDR block or `all`"))?
+        {
             IpAddr::V4(a) => {
                 let bits = bits.unwrap_or(32);
                 if bits > 32 {
@@ -68,23 +77,37 @@ impl Block {
 }
 
 fn mask32(bits: u8) -> u32 {
-    if bits == 0 { 0 } else { u32::MAX << (32 - bits) }
+    if bits == 0 {
+        0
+    } else {
+        u32::MAX << (32 - bits)
+    }
 }
 
 fn mask128(bits: u8) -> u128 {
-    if bits == 0 { 0 } else { u128::MAX << (128 - bits) }
+    if bits == 0 {
+        0
+    } else {
+        u128::MAX << (128 - bits)
+    }
 }
 
 /// Parses `allow PREFIX BLOCK` / `deny PREFIX BLOCK` values.
 pub fn parse_rule(verdict: Verdict, value: &str) -> Result<Rule, String> {
     let mut parts = value.split_whitespace();
     let (Some(prefix), Some(block), None) = (parts.next(), parts.next(), parts.next()) else {
-        return Err("expected PREFIX ADDRESS[/BITS] or PREFIX all, e.g. `/cgi-bin/ 192.168.0.0/16`".into());
+        return Err(
+            "expected PREFIX ADDRESS[/BITS] or PREFIX all, e.g. `/cgi-bin/ 192.168.0.0/16`".into(),
+        );
     };
     if !prefix.starts_with('/') {
         return Err(format!("`{prefix}` must be a path prefix starting with /"));
     }
-    Ok(Rule { prefix: prefix.to_string(), verdict, block: Block::parse(block)? })
+    Ok(Rule {
+        prefix: prefix.to_string(),
+        verdict,
+        block: Block::parse(block)?,
+    })
 }
 
 /// The verdict for a client asking for `path` (with its leading `/`).
@@ -110,16 +133,33 @@ mod tests {
     fn rules(lines: &[(&str, &str)]) -> Vec<Rule> {
         lines
             .iter()
-            .map(|(v, r)| parse_rule(if *v == "allow" { Verdict::Allow } else { Verdict::Deny }, r).unwrap())
+            .map(|(v, r)| {
+                parse_rule(
+                    if *v == "allow" {
+                        Verdict::Allow
+                    } else {
+                        Verdict::Deny
+                    },
+                    r,
+                )
+                .unwrap()
+            })
             .collect()
     }
 
     #[test]
     fn first_match_wins_default_allow() {
-        let r = rules(&[("allow", "/admin/ 192.168.0.0/16"), ("allow", "/admin/ fd00::/8"), ("deny", "/admin/ all")]);
+        let r = rules(&[
+            ("allow", "/admin/ 192.168.0.0/16"),
+            ("allow", "/admin/ fd00::/8"),
+            ("deny", "/admin/ all"),
+        ]);
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert_eq!(check(&r, "/admin/x", ip("192.168.1.20")), Verdict::Allow);
-        assert_eq!(check(&r, "/admin/x", ip("::ffff:192.168.1.20")), Verdict::Allow);
+        assert_eq!(
+            check(&r, "/admin/x", ip("::ffff:192.168.1.20")),
+            Verdict::Allow
+        );
         assert_eq!(check(&r, "/admin/x", ip("fd12::1")), Verdict::Allow);
         assert_eq!(check(&r, "/admin/x", ip("8.8.8.8")), Verdict::Deny);
         assert_eq!(check(&r, "/admin", ip("8.8.8.8")), Verdict::Deny);
@@ -130,12 +170,36 @@ mod tests {
 
     #[test]
     fn blocks() {
-        assert!(Block::parse("10.0.0.0/8").unwrap().contains("10.200.1.1".parse().unwrap()));
-        assert!(!Block::parse("10.0.0.0/8").unwrap().contains("11.0.0.1".parse().unwrap()));
-        assert!(Block::parse("127.0.0.1").unwrap().contains("127.0.0.1".parse().unwrap()));
-        assert!(Block::parse("::1").unwrap().contains("::1".parse().unwrap()));
-        assert!(!Block::parse("::1").unwrap().contains("127.0.0.1".parse().unwrap()));
-        assert!(Block::parse("0.0.0.0/0").unwrap().contains("1.2.3.4".parse().unwrap()));
+        assert!(
+            Block::parse("10.0.0.0/8")
+                .unwrap()
+                .contains("10.200.1.1".parse().unwrap())
+        );
+        assert!(
+            !Block::parse("10.0.0.0/8")
+                .unwrap()
+                .contains("11.0.0.1".parse().unwrap())
+        );
+        assert!(
+            Block::parse("127.0.0.1")
+                .unwrap()
+                .contains("127.0.0.1".parse().unwrap())
+        );
+        assert!(
+            Block::parse("::1")
+                .unwrap()
+                .contains("::1".parse().unwrap())
+        );
+        assert!(
+            !Block::parse("::1")
+                .unwrap()
+                .contains("127.0.0.1".parse().unwrap())
+        );
+        assert!(
+            Block::parse("0.0.0.0/0")
+                .unwrap()
+                .contains("1.2.3.4".parse().unwrap())
+        );
         assert!(Block::parse("10.0.0.0/33").is_err());
         assert!(Block::parse("nonsense").is_err());
         assert!(parse_rule(Verdict::Deny, "admin all").is_err());

@@ -38,7 +38,14 @@ pub struct ScriptHead {
 pub struct Invalid(pub &'static str);
 
 /// Headers a script may not set: the server owns the framing and the connection.
-const OWNED_BY_SERVER: [&str; 6] = ["connection", "transfer-encoding", "keep-alive", "date", "server", "upgrade"];
+const OWNED_BY_SERVER: [&str; 6] = [
+    "connection",
+    "transfer-encoding",
+    "keep-alive",
+    "date",
+    "server",
+    "upgrade",
+];
 
 /// Parses the header block (`head` is everything before the empty line).
 pub fn parse(head: &[u8]) -> Result<ScriptHead, Invalid> {
@@ -60,9 +67,14 @@ pub fn parse(head: &[u8]) -> Result<ScriptHead, Invalid> {
             continue;
         }
         let line = std::str::from_utf8(line).map_err(|_| Invalid("header not UTF-8"))?;
-        let (name, value) = line.split_once(':').ok_or(Invalid("header line without a colon"))?;
+        let (name, value) = line
+            .split_once(':')
+            .ok_or(Invalid("header line without a colon"))?;
         let value = value.trim_matches([' ', '\t']);
-        let token = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        let token = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
         if !token {
             return Err(Invalid("bad header name"));
         }
@@ -72,13 +84,18 @@ pub fn parse(head: &[u8]) -> Result<ScriptHead, Invalid> {
         match name.to_ascii_lowercase().as_str() {
             "status" => {
                 let code = value.split(' ').next().and_then(|c| c.parse::<u16>().ok());
-                h.status = code.and_then(Status::from_code).ok_or(Invalid("unsupported Status"))?;
+                h.status = code
+                    .and_then(Status::from_code)
+                    .ok_or(Invalid("unsupported Status"))?;
                 status_given = true;
             }
             "content-type" => h.content_type = Some(value.to_string()),
             "location" => h.location = Some(value.to_string()),
             "content-length" => {
-                if value.is_empty() || value.len() > 19 || !value.bytes().all(|b| b.is_ascii_digit()) {
+                if value.is_empty()
+                    || value.len() > 19
+                    || !value.bytes().all(|b| b.is_ascii_digit())
+                {
                     return Err(Invalid("bad Content-Length"));
                 }
                 h.content_length = value.parse().ok();
@@ -108,14 +125,23 @@ mod tests {
 
     #[test]
     fn finds_the_end_of_the_head() {
-        assert_eq!(head_end(b"Content-Type: text/plain\n\nbody"), Some((25, 26)));
-        assert_eq!(head_end(b"Content-Type: text/plain\r\n\r\nbody"), Some((26, 28)));
+        assert_eq!(
+            head_end(b"Content-Type: text/plain\n\nbody"),
+            Some((25, 26))
+        );
+        assert_eq!(
+            head_end(b"Content-Type: text/plain\r\n\r\nbody"),
+            Some((26, 28))
+        );
         assert_eq!(head_end(b"Content-Type: text/plain\n"), None);
     }
 
     #[test]
     fn parses_status_type_and_others() {
-        let h = parse(b"Status: 404 Not Found\nContent-Type: text/plain\nX-Thing: a b\nConnection: close\n").unwrap();
+        let h = parse(
+            b"Status: 404 Not Found\nContent-Type: text/plain\nX-Thing: a b\nConnection: close\n",
+        )
+        .unwrap();
         assert_eq!(h.status, Status::NotFound);
         assert_eq!(h.content_type.as_deref(), Some("text/plain"));
         assert_eq!(h.other, vec![("X-Thing".to_string(), "a b".to_string())]);
@@ -126,11 +152,20 @@ mod tests {
         let h = parse(b"Location: /index.html\n").unwrap();
         assert_eq!(h.local_redirect.as_deref(), Some("/index.html"));
         let h = parse(b"Location: http://example.com/\n").unwrap();
-        assert_eq!((h.status, h.location.as_deref()), (Status::Found, Some("http://example.com/")));
+        assert_eq!(
+            (h.status, h.location.as_deref()),
+            (Status::Found, Some("http://example.com/"))
+        );
         let h = parse(b"Status: 303 See Other\nLocation: /x\n").unwrap();
-        assert_eq!((h.status, h.location.as_deref()), (Status::SeeOther, Some("/x")));
+        assert_eq!(
+            (h.status, h.location.as_deref()),
+            (Status::SeeOther, Some("/x"))
+        );
         let h = parse(b"Status: 301\nLocation: /moved\n").unwrap();
-        assert_eq!((h.status, h.location.as_deref(), h.local_redirect), (Status::MovedPermanently, Some("/moved"), None));
+        assert_eq!(
+            (h.status, h.location.as_deref(), h.local_redirect),
+            (Status::MovedPermanently, Some("/moved"), None)
+        );
         let h = parse(b"Location: //evil.example/\n").unwrap();
         assert_eq!(h.local_redirect, None);
     }

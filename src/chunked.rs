@@ -10,20 +10,26 @@ const MAX_DIGITS: u8 = 15;
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
     /// Reading the hex size; `digits` so far (the value is in `Decoder::size`).
-    Size { digits: u8 },
+    Size {
+        digits: u8,
+    },
     /// In a chunk extension, up to the CR.
     Extension,
     /// After the size line's CR.
     SizeLf,
     /// Inside chunk data, `left` bytes to go.
-    Data { left: u64 },
+    Data {
+        left: u64,
+    },
     /// After chunk data: CR, then LF.
     DataCr,
     DataLf,
     /// After the last chunk: trailer lines until an empty one.
     TrailerStart,
     Trailer,
-    TrailerLf { empty: bool },
+    TrailerLf {
+        empty: bool,
+    },
     Done,
 }
 
@@ -38,7 +44,11 @@ pub struct Decoder {
 
 impl Default for Decoder {
     fn default() -> Self {
-        Decoder { state: State::Size { digits: 0 }, size: 0, line: 0 }
+        Decoder {
+            state: State::Size { digits: 0 },
+            size: 0,
+            line: 0,
+        }
     }
 }
 
@@ -57,7 +67,11 @@ impl Decoder {
                 out.extend_from_slice(&input[i..i + take]);
                 i += take;
                 let left = left - take as u64;
-                self.state = if left == 0 { State::DataCr } else { State::Data { left } };
+                self.state = if left == 0 {
+                    State::DataCr
+                } else {
+                    State::Data { left }
+                };
                 continue;
             }
             self.line += 1;
@@ -87,7 +101,11 @@ impl Decoder {
             (SizeLf, b'\n') => {
                 self.line = 0;
                 let size = std::mem::take(&mut self.size);
-                if size == 0 { TrailerStart } else { Data { left: size } }
+                if size == 0 {
+                    TrailerStart
+                } else {
+                    Data { left: size }
+                }
             }
             (DataCr, b'\r') => DataLf,
             (DataLf, b'\n') => {
@@ -96,7 +114,9 @@ impl Decoder {
             }
             (TrailerStart, b'\r') => TrailerLf { empty: true },
             (Trailer, b'\r') => TrailerLf { empty: false },
-            (TrailerStart | Trailer, b) if b == b'\t' || (0x20..0x7f).contains(&b) || b >= 0x80 => Trailer,
+            (TrailerStart | Trailer, b) if b == b'\t' || (0x20..0x7f).contains(&b) || b >= 0x80 => {
+                Trailer
+            }
             (TrailerLf { empty: true }, b'\n') => Done,
             (TrailerLf { empty: false }, b'\n') => {
                 self.line = 0;
@@ -115,18 +135,26 @@ mod tests {
         let mut d = Decoder::default();
         let mut out = Vec::new();
         let used = d.feed(input, &mut out)?;
-        assert!(d.is_done(), "incomplete: {:?}", String::from_utf8_lossy(input));
+        assert!(
+            d.is_done(),
+            "incomplete: {:?}",
+            String::from_utf8_lossy(input)
+        );
         Ok((out, used))
     }
 
     #[test]
     fn decodes_and_stops_at_the_end() {
-        let input = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\nX-Trailer: 1\r\n\r\nGET / HTTP/1.1\r\n";
+        let input =
+            b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\nX-Trailer: 1\r\n\r\nGET / HTTP/1.1\r\n";
         let (out, used) = decode(input).unwrap();
         assert_eq!(out, b"hello, world");
         assert_eq!(&input[used..], b"GET / HTTP/1.1\r\n");
         assert_eq!(decode(b"0\r\n\r\n").unwrap().0, b"");
-        assert_eq!(decode(b"A\r\n0123456789\r\n0\r\n\r\n").unwrap().0, b"0123456789");
+        assert_eq!(
+            decode(b"A\r\n0123456789\r\n0\r\n\r\n").unwrap().0,
+            b"0123456789"
+        );
     }
 
     #[test]
@@ -156,9 +184,17 @@ mod tests {
             b"1;a\0b\r\nx\r\n",
         ] {
             let mut d = Decoder::default();
-            assert_eq!(d.feed(bad, &mut Vec::new()), Err(Malformed), "{:?}", String::from_utf8_lossy(bad));
+            assert_eq!(
+                d.feed(bad, &mut Vec::new()),
+                Err(Malformed),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
         let long = format!("1;{}\r\n", "e".repeat(MAX_LINE));
-        assert_eq!(Decoder::default().feed(long.as_bytes(), &mut Vec::new()), Err(Malformed));
+        assert_eq!(
+            Decoder::default().feed(long.as_bytes(), &mut Vec::new()),
+            Err(Malformed)
+        );
     }
 }

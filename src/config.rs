@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::limits;
 use crate::rules::Rules;
+use crate::{access, auth, cgi};
 
 pub const DEFAULT_CONFIG: &str = "/etc/marmoset/marmoset.conf";
 
@@ -51,6 +52,10 @@ pub struct Config {
     pub index: Vec<String>,
     pub symlinks: Symlinks,
     pub rules: Rules,
+    pub cgi: cgi::Settings,
+    /// Address rules, first match wins.
+    pub access: Vec<access::Rule>,
+    pub realms: Vec<auth::Realm>,
 }
 
 impl Default for Config {
@@ -80,6 +85,9 @@ impl Default for Config {
             index: vec!["index.html".into()],
             symlinks: Symlinks::Inside,
             rules: Rules::default(),
+            cgi: cgi::Settings::default(),
+            access: Vec::new(),
+            realms: Vec::new(),
         }
     }
 }
@@ -203,8 +211,17 @@ impl<'a> Applier<'a> {
                     _ => return Err(err("expected `inside` or `anywhere`".into())),
                 }
             }
+            "allow" => c
+                .access
+                .push(access::parse_rule(access::Verdict::Allow, value).map_err(err)?),
+            "deny" => c
+                .access
+                .push(access::parse_rule(access::Verdict::Deny, value).map_err(err)?),
+            "auth" => c.realms.push(auth::parse_realm(value).map_err(err)?),
             _ => {
-                if !c.rules.apply(key, value).map_err(err)? {
+                if !c.rules.apply(key, value).map_err(err)?
+                    && !c.cgi.apply(key, value).map_err(err)?
+                {
                     return Err(err("unknown setting".into()));
                 }
             }

@@ -16,16 +16,19 @@ use crate::gunzip::Gunzip;
 use crate::limits::{HEAD_BUF, MAX_DISCARDED_BODY};
 use crate::request::{self, Body as RequestBody, Reject, Version};
 use crate::response::{self, Body, HeadContext, Response};
-use crate::router;
+use crate::router::{self, Routed};
 use crate::sock::{End, Sock, within};
 use crate::status::Status;
 use crate::worker::{Stream, Worker};
+use crate::{auth, cgi, chunked};
 
 pub async fn serve(w: &'static Worker, stream: Stream, peer: SocketAddr) {
+    let local = stream.get_ref().local_addr().unwrap_or(peer);
     let mut conn = Conn {
         w,
         stream,
         peer,
+        local,
         buf: None,
         len: 0,
         served: 0,
@@ -41,6 +44,7 @@ struct Conn {
     w: &'static Worker,
     stream: Stream,
     peer: SocketAddr,
+    local: SocketAddr,
     /// Head buffer, held only while bytes are pending; `len` bytes are valid.
     buf: Option<Box<[u8; HEAD_BUF]>>,
     len: usize,
@@ -50,12 +54,29 @@ struct Conn {
 /// What a parsed request needs once the buffer it was parsed from moves on.
 struct Exchange {
     response: Response,
+    meta: Meta,
+}
+
+/// What every kind of answer needs to know about its request.
+struct Meta {
     version: Version,
     keep_alive: bool,
     head_only: bool,
     head_len: usize,
     body: RequestBody,
+    /// The request has `Expect: 100-continue`.
+    expects_continue: bool,
     request_line: Option<Vec<u8>>,
+}
+
+/// What to do with a complete head.
+// The common variant is the large one; boxing it would allocate per request.
+#[allow(clippy::large_enum_variant)]
+enum Plan {
+    Respond(Exchange),
+    Cgi(Box<cgi::Job>, Meta),
+    /// Check a password off the worker thread, then decide again.
+    Verify(auth::Pending),
 }
 
 impl Conn {
@@ -73,9 +94,14 @@ impl Conn {
                 }
             }
             let deadline = Instant::now() + self.w.config.header_timeout;
-            let exchange = loop {
-                match self.decide() {
-                    Ok(Some(x)) => break x,
+            let mut verdict = None;
+            let plan = loop {
+                match self.decide(verdict.take()) {
+                    Ok(Some(Plan::Verify(pending))) => {
+                        verdict = Some(pending.run().await);
+                        continue;
+                    }
+                    Ok(Some(plan)) => break plan,
                     Ok(None) => {}
                     Err(Reject(status)) => return self.refuse(status).await,
                 }
@@ -89,8 +115,15 @@ impl Conn {
                 }
             };
             self.served += 1;
-            let keep_alive = exchange.keep_alive;
-            self.exchange(exchange).await?;
+            let keep_alive = match plan {
+                Plan::Respond(x) => {
+                    let keep_alive = x.meta.keep_alive;
+                    self.exchange(x).await?;
+                    keep_alive
+                }
+                Plan::Cgi(job, meta) => self.run_script(*job, meta).await?,
+                Plan::Verify(_) => false,
+            };
             if !keep_alive {
                 self.linger().await;
                 return Ok(());
@@ -99,7 +132,7 @@ impl Conn {
     }
 
     /// Parses the buffered bytes and, if a whole head is there, routes it.
-    fn decide(&mut self) -> Result<Option<Exchange>, Reject> {
+    fn decide(&mut self, verdict: Option<auth::Verdict>) -> Result<Option<Plan>, Reject> {
         let Some(buf) = self.buf.as_deref() else {
             return Ok(None);
         };
@@ -107,57 +140,189 @@ impl Conn {
         let Some(req) = request::parse(&buf[..self.len], &mut headers)? else {
             return Ok(None);
         };
-        let mut response = match req.body {
-            RequestBody::Length(n) if n > MAX_DISCARDED_BODY => {
-                Response::fatal(Status::ContentTooLarge)
-            }
-            _ => router::respond(&self.w.site, &req),
+        let client = router::Client {
+            peer: self.peer,
+            local: self.local,
         };
-        // A chunked body, or one the client holds back for 100-continue, is not
-        // worth reading on a static path: answer, then close.
-        let expects = req.header("expect").is_some();
-        if req.body == RequestBody::Chunked || (expects && req.body != RequestBody::None) {
-            response.close = true;
-        }
+        let routed = match req.body {
+            RequestBody::Length(n) if n > MAX_DISCARDED_BODY.max(self.w.config.cgi.max_body) => {
+                Routed::Respond(Response::fatal(Status::ContentTooLarge))
+            }
+            _ => router::respond(&self.w.site, &req, &client, verdict),
+        };
         let last = self.served + 1 >= self.w.config.max_requests;
-        let request_line = self.w.access_log.borrow().enabled().then(|| {
-            let end = buf
-                .iter()
-                .position(|&b| b == b'\r' || b == b'\n')
-                .unwrap_or(0);
-            buf[..end].to_vec()
-        });
-        Ok(Some(Exchange {
-            keep_alive: req.keep_alive && !response.close && !last && !self.w.is_stopping(),
+        let meta = Meta {
+            keep_alive: req.keep_alive && !last && !self.w.is_stopping(),
             version: req.version,
             head_only: req.method == request::Method::Head,
             head_len: req.head_len,
             body: req.body,
-            response,
-            request_line,
+            expects_continue: req
+                .header("expect")
+                .is_some_and(|e| e.eq_ignore_ascii_case(b"100-continue")),
+            request_line: self.w.access_log.borrow().enabled().then(|| {
+                let end = buf
+                    .iter()
+                    .position(|&b| b == b'\r' || b == b'\n')
+                    .unwrap_or(0);
+                buf[..end].to_vec()
+            }),
+        };
+        Ok(Some(match routed {
+            Routed::Respond(mut response) => {
+                // A chunked body, or one the client holds back for 100-continue,
+                // is not worth reading on a static path: answer, then close.
+                if meta.body == RequestBody::Chunked
+                    || (meta.expects_continue && meta.body != RequestBody::None)
+                {
+                    response.close = true;
+                }
+                Plan::Respond(Exchange { response, meta })
+            }
+            Routed::Cgi(job) => Plan::Cgi(job, meta),
+            Routed::Verify(pending) => Plan::Verify(pending),
         }))
     }
 
     async fn exchange(&mut self, x: Exchange) -> Result<(), End> {
-        self.consume(x.head_len);
-        if let RequestBody::Length(n) = x.body {
-            if !x.response.close {
+        let Exchange { response, mut meta } = x;
+        self.consume(meta.head_len);
+        if let RequestBody::Length(n) = meta.body {
+            if !response.close {
                 self.discard_body(n).await?;
             }
         }
-        let status = x.response.status.code();
-        let bytes = if x.head_only {
+        meta.keep_alive &= !response.close;
+        let status = response.status.code();
+        let bytes = if meta.head_only {
             0
         } else {
-            x.response.body_len()
+            response.body_len()
         };
-        self.respond(x.response, x.version, x.keep_alive, x.head_only)
+        self.respond(response, meta.version, meta.keep_alive, meta.head_only)
             .await?;
-        if let Some(line) = x.request_line {
-            let entry = access_log::line(self.peer, &line, status, bytes, Clock::now_secs());
+        self.log_access(&meta, status, bytes);
+        Ok(())
+    }
+
+    fn log_access(&self, meta: &Meta, status: u16, bytes: u64) {
+        if let Some(line) = &meta.request_line {
+            let entry = access_log::line(self.peer, line, status, bytes, Clock::now_secs());
             self.w.access_log.borrow_mut().write(&entry);
         }
-        Ok(())
+    }
+
+    /// Runs a CGI script: its body (streamed, or decoded first when chunked),
+    /// its answer, its end. Returns whether the connection can go on.
+    async fn run_script(&mut self, job: cgi::Job, mut meta: Meta) -> Result<bool, End> {
+        self.consume(meta.head_len);
+        let limits = &self.w.config.cgi;
+        let has_body = meta.body != RequestBody::None;
+        let early = match meta.body {
+            RequestBody::Length(n) if n > limits.max_body => {
+                Some(Response::fatal(Status::ContentTooLarge))
+            }
+            _ if !self.w.cgi_slot() => {
+                let mut r = Response::fatal(Status::ServiceUnavailable);
+                r.add_header("Retry-After", "5");
+                Some(r)
+            }
+            _ => None,
+        };
+        if let Some(r) = early {
+            let status = r.status.code();
+            self.respond(r, meta.version, false, meta.head_only).await?;
+            self.log_access(&meta, status, 0);
+            return Ok(false);
+        }
+        let result = self.run_script_in_slot(job, &mut meta, has_body).await;
+        self.w.release_cgi_slot();
+        result
+    }
+
+    async fn run_script_in_slot(
+        &mut self,
+        mut job: cgi::Job,
+        meta: &mut Meta,
+        has_body: bool,
+    ) -> Result<bool, End> {
+        if has_body && meta.expects_continue && meta.version == Version::Http11 {
+            self.sock()
+                .send_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                .await?;
+        }
+        let body = match meta.body {
+            RequestBody::None => cgi::Body {
+                buffered: Vec::new(),
+                on_socket: 0,
+            },
+            RequestBody::Length(n) => {
+                let take = (self.len as u64).min(n) as usize;
+                let buffered = self
+                    .buf
+                    .as_deref()
+                    .map_or_else(Vec::new, |b| b[..take].to_vec());
+                self.consume(take);
+                cgi::Body {
+                    buffered,
+                    on_socket: n - take as u64,
+                }
+            }
+            RequestBody::Chunked => match self.read_chunked().await {
+                Ok(decoded) => {
+                    job.set_content_length(decoded.len() as u64);
+                    cgi::Body {
+                        buffered: decoded,
+                        on_socket: 0,
+                    }
+                }
+                Err(status) => {
+                    self.respond(Response::fatal(status), meta.version, false, false)
+                        .await?;
+                    self.log_access(meta, status.code(), 0);
+                    return Ok(false);
+                }
+            },
+        };
+        let head_only = meta.head_only;
+        let sock = self.sock();
+        let outcome = cgi::run(self.w, sock, job, body, meta.version, meta.keep_alive).await?;
+        if let Some(path) = outcome.local_redirect {
+            let r = router::local(&self.w.site, &path, head_only);
+            let (status, bytes) = (r.status.code(), if head_only { 0 } else { r.body_len() });
+            self.respond(r, meta.version, meta.keep_alive, head_only)
+                .await?;
+            self.log_access(meta, status, bytes);
+            return Ok(meta.keep_alive);
+        }
+        self.log_access(meta, outcome.status, outcome.bytes);
+        Ok(meta.keep_alive && outcome.reusable)
+    }
+
+    /// Reads and decodes a chunked request body, up to the CGI body limit.
+    async fn read_chunked(&mut self) -> Result<Vec<u8>, Status> {
+        let deadline = Instant::now() + self.w.config.header_timeout;
+        let max = self.w.config.cgi.max_body;
+        let mut decoder = chunked::Decoder::default();
+        let mut body = Vec::new();
+        loop {
+            if let Some(buf) = self.buf.as_deref() {
+                let used = decoder
+                    .feed(&buf[..self.len], &mut body)
+                    .map_err(|_| Status::BadRequest)?;
+                self.consume(used);
+            }
+            if body.len() as u64 > max {
+                return Err(Status::ContentTooLarge);
+            }
+            if decoder.is_done() {
+                return Ok(body);
+            }
+            match self.read_more(deadline).await {
+                Ok(0) | Err(_) => return Err(Status::BadRequest),
+                Ok(_) => {}
+            }
+        }
     }
 
     /// Answers a head that cannot be served and closes.
@@ -200,7 +365,7 @@ impl Conn {
             return self.sock().send_all(out).await;
         }
         match r.body {
-            Body::Empty => self.sock().send_all(out).await,
+            Body::Empty | Body::Script => self.sock().send_all(out).await,
             Body::StatusPage => {
                 response::write_status_page(out, r.status);
                 self.sock().send_all(out).await

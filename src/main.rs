@@ -5,8 +5,13 @@
 //! The request path: `worker` (accept) → `conn` (one connection) →
 //! `request` (parse, framing) → `router` (the pipeline) → `static_files`.
 
+mod access;
 mod access_log;
+mod auth;
 mod buffers;
+mod cgi;
+mod cgi_output;
+mod chunked;
 mod cli;
 mod clock;
 mod conditional;

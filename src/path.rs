@@ -32,6 +32,18 @@ impl CleanPath {
         self.rel.is_empty()
     }
 
+    /// The path as the client sees it: `/a/b`, or `/a/b/` when asked as a directory.
+    pub fn shown(&self) -> heapless::String<{ MAX_PATH + 2 }> {
+        let mut s = heapless::String::new();
+        // Capacity: the path plus a leading and a trailing slash.
+        let _ = s.push('/');
+        let _ = s.push_str(&self.rel);
+        if self.trailing_slash && !self.rel.is_empty() {
+            let _ = s.push('/');
+        }
+        s
+    }
+
     /// The last segment, where the extension and the hidden-file rules look.
     pub fn file_name(&self) -> &str {
         self.rel.rsplit('/').next().unwrap_or("")

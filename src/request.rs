@@ -45,6 +45,33 @@ pub struct Request<'a> {
 }
 
 impl<'a> Request<'a> {
+    /// A GET or HEAD made by the server itself (a CGI local redirect).
+    pub fn synthetic(
+        method: Method,
+        target: &'a [u8],
+        headers: &'a mut [httparse::Header<'a>],
+    ) -> Request<'a> {
+        Request {
+            method,
+            target,
+            version: Version::Http11,
+            head_len: 0,
+            body: Body::None,
+            keep_alive: true,
+            headers,
+        }
+    }
+
+    /// The method as sent (only known methods get this far on CGI paths).
+    pub fn method_name(&self) -> &'static str {
+        match self.method {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::OtherKnown | Method::Unknown => "OTHER",
+        }
+    }
+
     /// The value of a header that the framing rules do not need; first one wins.
     pub fn header(&self, name: &str) -> Option<&'a [u8]> {
         self.headers

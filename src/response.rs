@@ -16,6 +16,8 @@ pub enum Body {
     File { file: File, offset: u64, len: u64 },
     /// Text made for this response (directory listings).
     Owned(Vec<u8>),
+    /// A CGI script's output, framed by the CGI code itself.
+    Script,
     /// A `.gz` file decompressed on the way out; `len` is the decompressed size.
     Gunzip { stream: Box<Gunzip>, len: u64 },
 }
@@ -38,6 +40,8 @@ pub struct Response {
     pub content_range: Option<ContentRange>,
     pub location: Option<String>,
     pub allow: Option<&'static str>,
+    /// The realm of a 401 challenge.
+    pub www_authenticate: Option<&'static str>,
     pub accept_ranges: bool,
     pub extra: heapless::Vec<(&'static str, &'static str), 12>,
     pub body: Body,
@@ -61,6 +65,7 @@ impl Response {
             content_range: None,
             location: None,
             allow: None,
+            www_authenticate: None,
             accept_ranges: false,
             extra: heapless::Vec::new(),
             body,
@@ -101,7 +106,7 @@ impl Response {
 
     pub fn body_len(&self) -> u64 {
         match &self.body {
-            Body::Empty => 0,
+            Body::Empty | Body::Script => 0,
             Body::StatusPage => status_page_len(self.status),
             Body::File { len, .. } => *len,
             Body::Owned(v) => v.len() as u64,
@@ -120,6 +125,17 @@ pub struct HeadContext<'a> {
 
 /// Writes the status line and headers, ending with the empty line.
 pub fn write_head(out: &mut Vec<u8>, r: &Response, cx: &HeadContext<'_>) {
+    write_head_with(out, r, cx, |_| {});
+}
+
+/// Writes the head; `more` adds headers the response does not carry itself
+/// (a CGI script's). A `Body::Script` response gets no Content-Length here.
+pub fn write_head_with(
+    out: &mut Vec<u8>,
+    r: &Response,
+    cx: &HeadContext<'_>,
+    more: impl FnOnce(&mut Vec<u8>),
+) {
     // Always our own version: RFC 9110 section 2.5.
     out.extend_from_slice(b"HTTP/1.1 ");
     push_num(out, u64::from(r.status.code()));
@@ -132,7 +148,7 @@ pub fn write_head(out: &mut Vec<u8>, r: &Response, cx: &HeadContext<'_>) {
     if let Some(t) = r.content_type {
         header(out, "Content-Type", t.as_bytes());
     }
-    if r.status.has_body() {
+    if r.status.has_body() && !matches!(r.body, Body::Script) {
         out.extend_from_slice(b"\r\nContent-Length: ");
         push_num(out, r.body_len());
     }
@@ -166,9 +182,15 @@ pub fn write_head(out: &mut Vec<u8>, r: &Response, cx: &HeadContext<'_>) {
     if let Some(a) = r.allow {
         header(out, "Allow", a.as_bytes());
     }
+    if let Some(realm) = r.www_authenticate {
+        out.extend_from_slice(b"\r\nWWW-Authenticate: Basic realm=\"");
+        out.extend_from_slice(realm.as_bytes());
+        out.extend_from_slice(b"\", charset=\"UTF-8\"");
+    }
     for (name, value) in &r.extra {
         header(out, name, value.as_bytes());
     }
+    more(out);
     match (cx.keep_alive, cx.version) {
         (false, Version::Http11) => header(out, "Connection", b"close"),
         (true, Version::Http10) => header(out, "Connection", b"keep-alive"),
@@ -177,7 +199,7 @@ pub fn write_head(out: &mut Vec<u8>, r: &Response, cx: &HeadContext<'_>) {
     out.extend_from_slice(b"\r\n\r\n");
 }
 
-fn header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+pub fn header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b": ");

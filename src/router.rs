@@ -1,17 +1,24 @@
 //! The request pipeline. It reads top to bottom; each step either answers
 //! or hands on:
 //!
-//! 1. method: GET and HEAD serve files (405/501 otherwise);
+//! 1. method: unknown ones get 501;
 //! 2. path: decoded and normalised, or 400/404/414;
-//! 3. redirect rules from the config;
-//! 4. the file: a precompressed variant when the client takes one, a `.gz`
-//!    alone decompressed for a client that does not, the directory index or
-//!    listing, the SPA fallback, or the error page;
-//! 5. conditions and range on the representation chosen;
-//! 6. the config's Cache-Control and header rules.
+//! 3. address rules (403), then Basic auth (401, 429);
+//! 4. redirect rules from the config;
+//! 5. CGI scripts under their prefixes (GET, HEAD, POST);
+//! 6. static files for GET and HEAD (405 otherwise): a precompressed variant
+//!    when the client takes one, a `.gz` alone decompressed for a client that
+//!    does not, the directory index or listing, the SPA fallback, or the
+//!    error page; conditions and range apply to the representation chosen;
+//! 7. the config's Cache-Control and header rules.
 
+use std::cell::RefCell;
+use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
 
+use crate::access::{self, Verdict};
+use crate::auth::{self, Auth, Decision};
+use crate::cgi;
 use crate::conditional::{self, Conditions, Validators};
 use crate::config::Config;
 use crate::gunzip::Gunzip;
@@ -26,10 +33,11 @@ use crate::rules::{HeaderAction, Rules};
 use crate::static_files::{self, Lookup, Opened, Root};
 use crate::status::Status;
 
-/// What a worker serves: the configuration and the open root.
+/// What a worker serves: the configuration, the open root, auth state.
 pub struct Site {
     pub config: &'static Config,
     pub root: Root,
+    auth: RefCell<Auth>,
 }
 
 impl Site {
@@ -37,53 +45,145 @@ impl Site {
         Site {
             config,
             root: Root::new(&config.root, config.symlinks),
+            auth: RefCell::new(Auth::new(&config.realms)),
         }
     }
 }
 
-pub fn respond(site: &Site, req: &Request<'_>) -> Response {
-    match req.method {
-        Method::Get | Method::Head => {}
-        Method::Unknown => return finish(site, Response::status(Status::NotImplemented), ""),
-        Method::Post | Method::OtherKnown => {
-            let mut r = Response::status(Status::MethodNotAllowed);
-            r.allow = Some("GET, HEAD");
-            return finish(site, r, "");
-        }
+/// The two ends of the connection a request came on.
+pub struct Client {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+}
+
+/// What the pipeline decided.
+// The common variant is the large one; boxing it would allocate per request.
+#[allow(clippy::large_enum_variant)]
+pub enum Routed {
+    Respond(Response),
+    Cgi(Box<cgi::Job>),
+    /// A password to check before deciding (the caller runs it and asks again).
+    Verify(auth::Pending),
+}
+
+pub fn respond(
+    site: &Site,
+    req: &Request<'_>,
+    client: &Client,
+    verdict: Option<auth::Verdict>,
+) -> Routed {
+    if req.method == Method::Unknown {
+        return Routed::Respond(finish(site, Response::status(Status::NotImplemented), ""));
     }
     let (raw_path, query) = path::split_query(req.target);
     let path = match path::clean(raw_path) {
         Ok(p) => p,
         Err(PathError::BadRequest) => {
-            return finish(site, Response::status(Status::BadRequest), "");
+            return Routed::Respond(finish(site, Response::status(Status::BadRequest), ""));
         }
-        Err(PathError::Hidden) => return error(site, Status::NotFound, ""),
-        Err(PathError::TooLong) => return finish(site, Response::status(Status::UriTooLong), ""),
+        Err(PathError::Hidden) => return Routed::Respond(error(site, Status::NotFound, "")),
+        Err(PathError::TooLong) => {
+            return Routed::Respond(finish(site, Response::status(Status::UriTooLong), ""));
+        }
     };
-    if let Some(r) = redirect(site, &path, query) {
-        return finish(site, r, path.as_str());
+    let shown = path.shown();
+    if access::check(&site.config.access, &shown, client.peer.ip()) == Verdict::Deny {
+        return Routed::Respond(error(site, Status::Forbidden, path.as_str()));
     }
+    let user = match site
+        .auth
+        .borrow_mut()
+        .check(req, &shown, client.peer.ip(), verdict)
+    {
+        Decision::Pass(user) => user,
+        Decision::Verify(pending) => return Routed::Verify(pending),
+        Decision::Challenge(realm) => {
+            return Routed::Respond(challenge(site, realm, path.as_str()));
+        }
+        Decision::Limited => {
+            let mut r = Response::status(Status::TooManyRequests);
+            r.add_header("Retry-After", "60");
+            return Routed::Respond(finish(site, r, path.as_str()));
+        }
+    };
+    if let Some(r) = redirect(site, &shown, query) {
+        return Routed::Respond(finish(site, r, path.as_str()));
+    }
+    if let Some(script) = cgi::find(&site.config.cgi, &site.root, &path, &shown) {
+        return match (script, req.method) {
+            (Ok(script), Method::Get | Method::Head | Method::Post) => {
+                let caller = cgi::Caller {
+                    peer: client.peer,
+                    local: client.local,
+                    remote_user: user.as_deref(),
+                };
+                Routed::Cgi(Box::new(cgi::Job::new(
+                    &site.config.root,
+                    script,
+                    req,
+                    &caller,
+                )))
+            }
+            (Ok(_), _) => Routed::Respond(not_allowed(site, "GET, HEAD, POST", path.as_str())),
+            (Err(status), _) => Routed::Respond(error(site, status, path.as_str())),
+        };
+    }
+    if !matches!(req.method, Method::Get | Method::Head) {
+        return Routed::Respond(not_allowed(site, "GET, HEAD", path.as_str()));
+    }
+    Routed::Respond(static_file(site, req, &path, query))
+}
+
+/// A static path: the file, its variants, or what stands in for it.
+fn static_file(site: &Site, req: &Request<'_>, path: &CleanPath, query: Option<&[u8]>) -> Response {
     let enc = negotiate::accept_encoding(req.header("accept-encoding"));
-    match site.root.lookup(&path, &site.config.index) {
+    match site.root.lookup(path, &site.config.index) {
         Lookup::File(opened) => serve(site, req, opened, enc),
-        Lookup::DirWithoutSlash => finish(site, redirect_to_directory(&path, query), path.as_str()),
+        Lookup::DirWithoutSlash => finish(site, redirect_to_directory(path, query), path.as_str()),
         Lookup::DirWithoutIndex(dir) => {
             let gz_index = site.config.index.iter().find_map(|n| {
-                static_files::index_path(&path, n).and_then(|name| gz_only(site, req, &name, enc))
+                static_files::index_path(path, n).and_then(|name| gz_only(site, req, &name, enc))
             });
             if let Some(r) = gz_index {
                 return r;
             }
             if site.config.rules.listing {
-                return listing(site, dir, &path);
+                return listing(site, dir, path);
             }
             error(site, Status::NotFound, path.as_str())
         }
         Lookup::Missing(Status::NotFound) => gz_only(site, req, path.as_str(), enc)
-            .or_else(|| spa_fallback(site, req, &path, enc))
+            .or_else(|| spa_fallback(site, req, path, enc))
             .unwrap_or_else(|| error(site, Status::NotFound, path.as_str())),
         Lookup::Missing(status) => error(site, status, path.as_str()),
     }
+}
+
+/// A script's local redirect (`Location: /path`): the static file there.
+pub fn local(site: &Site, target: &str, head_only: bool) -> Response {
+    let (raw, query) = path::split_query(target.as_bytes());
+    let Ok(path) = path::clean(raw) else {
+        return error(site, Status::NotFound, "");
+    };
+    let mut headers = [httparse::EMPTY_HEADER; 0];
+    let req = Request::synthetic(
+        if head_only { Method::Head } else { Method::Get },
+        target.as_bytes(),
+        &mut headers,
+    );
+    static_file(site, &req, &path, query)
+}
+
+fn not_allowed(site: &Site, allow: &'static str, name: &str) -> Response {
+    let mut r = Response::status(Status::MethodNotAllowed);
+    r.allow = Some(allow);
+    finish(site, r, name)
+}
+
+fn challenge(site: &Site, realm: &'static str, name: &str) -> Response {
+    let mut r = Response::status(Status::Unauthorized);
+    r.www_authenticate = Some(realm);
+    finish(site, r, name)
 }
 
 /// Serves a file, or its best precompressed variant.
@@ -320,18 +420,8 @@ fn listing(site: &Site, dir: std::fs::File, path: &CleanPath) -> Response {
 }
 
 /// A configured redirect for the path, with the query kept.
-fn redirect(site: &Site, path: &CleanPath, query: Option<&[u8]>) -> Option<Response> {
-    let rules = &site.config.rules;
-    if rules.redirects.is_empty() {
-        return None;
-    }
-    let mut shown = String::with_capacity(path.as_str().len() + 2);
-    shown.push('/');
-    shown.push_str(path.as_str());
-    if path.trailing_slash && !path.is_root() {
-        shown.push('/');
-    }
-    let (mut location, status) = rules.redirect(&shown)?;
+fn redirect(site: &Site, shown: &str, query: Option<&[u8]>) -> Option<Response> {
+    let (mut location, status) = site.config.rules.redirect(shown)?;
     if !location.contains('?') {
         push_query(&mut location, query);
     }

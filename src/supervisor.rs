@@ -110,7 +110,7 @@ impl Supervisor {
     }
 
     fn spawn(&mut self, slot: usize) -> nix::Result<()> {
-        let share = self.config.max_connections.div_ceil(self.sockets.len());
+        let workers = self.sockets.len();
         // SAFETY: the supervisor is single-threaded, so the child starts from a
         // consistent copy of the process.
         match unsafe { fork() }? {
@@ -119,7 +119,7 @@ impl Supervisor {
                 let mine = std::mem::take(&mut self.sockets[slot]);
                 // The other slots' sockets belong to the other workers.
                 self.sockets.clear();
-                worker::run(config, mine, share)
+                worker::run(config, mine, workers)
             }
             ForkResult::Parent { child } => {
                 self.workers.insert(child, slot);

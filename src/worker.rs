@@ -37,11 +37,30 @@ pub struct Worker {
     slot_freed: Notify,
     stopping: Cell<bool>,
     pub stop: Notify,
+    /// SIGCHLD arrived: CGI tasks check whether their script has exited.
+    pub child_exited: Notify,
+    cgi_running: Cell<usize>,
+    cgi_limit: usize,
 }
 
 impl Worker {
     pub fn is_stopping(&self) -> bool {
         self.stopping.get()
+    }
+
+    /// Takes a slot for a CGI script; false at the limit.
+    pub fn cgi_slot(&self) -> bool {
+        let running = self.cgi_running.get();
+        if running >= self.cgi_limit {
+            return false;
+        }
+        self.cgi_running.set(running + 1);
+        true
+    }
+
+    pub fn release_cgi_slot(&self) {
+        self.cgi_running
+            .set(self.cgi_running.get().saturating_sub(1));
     }
 
     /// Marks a connection as gone and wakes an accept loop waiting at the limit.
@@ -55,7 +74,7 @@ impl Worker {
 }
 
 /// Runs a worker until it is told to stop; never returns.
-pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, share_of_limit: usize) -> ! {
+pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, workers: usize) -> ! {
     sys::die_with_parent();
     let worker: &'static Worker = Box::leak(Box::new(Worker {
         config,
@@ -64,10 +83,13 @@ pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, share_of_limit: usi
         pool: Pool::default(),
         access_log: RefCell::new(AccessLog::open(&config.access_log)),
         active: Cell::new(0),
-        limit: share_of_limit.max(1),
+        limit: config.max_connections.div_ceil(workers).max(1),
         slot_freed: Notify::default(),
         stopping: Cell::new(false),
         stop: Notify::default(),
+        child_exited: Notify::default(),
+        cgi_running: Cell::new(0),
+        cgi_limit: config.cgi.max.div_ceil(workers).max(1),
     }));
     let ex = Rc::new(LocalExecutor::new());
     let code = async_io::block_on(ex.run(serve(worker, ex.clone(), listeners)));
@@ -103,6 +125,7 @@ async fn serve(w: &'static Worker, ex: Rc<LocalExecutor<'static>>, listeners: Ve
         match signal.map(|s| Signal::try_from(s.ssi_signo as i32)) {
             Ok(Ok(Signal::SIGTERM | Signal::SIGINT)) => break,
             Ok(Ok(Signal::SIGHUP)) => w.access_log.borrow_mut().reopen(&w.config.access_log),
+            Ok(Ok(Signal::SIGCHLD)) => w.child_exited.notify_all(),
             Ok(_) => {}
             Err(e) => log::warn!("reading signals: {e}"),
         }
