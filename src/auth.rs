@@ -154,6 +154,8 @@ impl Auth {
             self.fail(client);
             return Decision::Challenge(&realm.name);
         }
+        // A changed password file clears the cache, so check it first.
+        self.users(i);
         if let Some((user, until)) = self.cache.get(&tag) {
             if *until > Instant::now() {
                 return Decision::Pass(Some(user.clone()));

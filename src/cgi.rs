@@ -622,29 +622,21 @@ async fn stream_body(
         });
     }
     let mut sent: u64 = 0;
-    let mut data = first;
+    push_body(out, &first, framing, &mut sent);
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        if !data.is_empty() {
-            if let Framing::Length(n) = framing {
-                if sent + data.len() as u64 > n {
-                    log::warn!("cgi: script wrote more than its Content-Length");
-                    data.truncate((n - sent) as usize);
-                }
-            }
-            frame(out, &data, framing);
-            sent += data.len() as u64;
+        if !out.is_empty() {
             sock.send_all(out).await?;
             out.clear();
         }
-        if matches!(framing, Framing::Length(n) if sent == n) {
+        if matches!(framing, Framing::Length(n) if sent >= n) {
             break;
         }
         let n = pipe.read(&mut buf).await.unwrap_or(0);
         if n == 0 {
             break;
         }
-        data = buf[..n].to_vec();
+        push_body(out, &buf[..n], framing, &mut sent);
     }
     match framing {
         Framing::Chunked => sock.send_all(b"0\r\n\r\n").await?,
@@ -659,7 +651,15 @@ async fn stream_body(
     })
 }
 
-fn frame(out: &mut Vec<u8>, data: &[u8], framing: Framing) {
+/// Appends script output, framed; a script's Content-Length is never exceeded.
+fn push_body(out: &mut Vec<u8>, data: &[u8], framing: Framing, sent: &mut u64) {
+    let data = match framing {
+        Framing::Length(n) => &data[..data.len().min(n.saturating_sub(*sent) as usize)],
+        _ => data,
+    };
+    if data.is_empty() {
+        return;
+    }
     if framing == Framing::Chunked {
         out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
         out.extend_from_slice(data);
@@ -667,6 +667,7 @@ fn frame(out: &mut Vec<u8>, data: &[u8], framing: Framing) {
     } else {
         out.extend_from_slice(data);
     }
+    *sent += data.len() as u64;
 }
 
 /// A plain status answer from the CGI path.

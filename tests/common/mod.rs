@@ -307,6 +307,12 @@ pub fn read_response(c: &mut TcpStream, head_only: bool) -> Option<Response> {
     };
     let no_body = head_only || status == 304 || status == 204;
     if !no_body {
+        if r.header("transfer-encoding")
+            .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
+        {
+            r.body = read_chunked(c)?;
+            return Some(r);
+        }
         match r
             .header("content-length")
             .map(|v| v.parse::<usize>().unwrap())
@@ -322,6 +328,37 @@ pub fn read_response(c: &mut TcpStream, head_only: bool) -> Option<Response> {
         }
     }
     Some(r)
+}
+
+fn read_line(c: &mut TcpStream) -> Option<String> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        match c.read(&mut byte) {
+            Ok(1) => line.push(byte[0]),
+            _ => return None,
+        }
+    }
+    line.truncate(line.len() - 2);
+    String::from_utf8(line).ok()
+}
+
+/// Decodes a chunked body strictly (sizes, CRLFs, the final empty line).
+fn read_chunked(c: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let size = usize::from_str_radix(read_line(c)?.split(';').next()?, 16).ok()?;
+        if size == 0 {
+            while !read_line(c)?.is_empty() {}
+            return Some(body);
+        }
+        let start = body.len();
+        body.resize(start + size, 0);
+        c.read_exact(&mut body[start..]).ok()?;
+        if !read_line(c)?.is_empty() {
+            return None;
+        }
+    }
 }
 
 /// Polls `cond` until it holds or `within` passes.

@@ -1,0 +1,476 @@
+//! CGI/1.1 with real shell scripts: environment, bodies, streaming,
+//! redirects, timeouts, crashes, limits, disconnects; nothing leaks.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use common::*;
+
+fn script(root: &TempDir, name: &str, body: &str) {
+    let p = root.write(&format!("cgi-bin/{name}"), format!("#!/bin/sh\n{body}"));
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn cgi_root() -> TempDir {
+    let root = TempDir::new("cgi");
+    root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+    script(
+        &root,
+        "env",
+        "printf 'Content-Type: text/plain\\n\\n'; env | sort\n",
+    );
+    script(
+        &root,
+        "echo",
+        "printf 'Content-Type: application/octet-stream\\n\\n'; cat\n",
+    );
+    script(
+        &root,
+        "big",
+        "printf 'Content-Type: text/plain\\n\\n'; i=0; while [ $i -lt 20000 ]; do echo \"line $i of a long streamed answer\"; i=$((i+1)); done\n",
+    );
+    script(
+        &root,
+        "sized",
+        "printf 'Content-Type: text/plain\\nContent-Length: 5\\n\\nhello'\n",
+    );
+    script(&root, "local", "printf 'Location: /index.html\\n\\n'\n");
+    script(
+        &root,
+        "away",
+        "printf 'Location: https://example.com/x\\n\\n'\n",
+    );
+    script(
+        &root,
+        "status",
+        "printf 'Status: 404 Not Found\\nContent-Type: text/plain\\nX-From: script\\n\\nnope'\n",
+    );
+    script(&root, "silent", "exit 0\n");
+    script(&root, "crash", "kill -SEGV $$\n");
+    script(&root, "bad", "printf 'this is not a header\\n\\nbody'\n");
+    script(
+        &root,
+        "inject",
+        "printf 'Content-Type: text/plain\\nX-A: a\\rX-Injected: 1\\n\\nbody'\n",
+    );
+    script(
+        &root,
+        "stderr",
+        "echo 'something went sideways' >&2; printf 'Content-Type: text/plain\\n\\nok'\n",
+    );
+    script(
+        &root,
+        "slow",
+        "sleep 2; printf 'Content-Type: text/plain\\n\\nslow'\n",
+    );
+    script(
+        &root,
+        "hang",
+        "sleep 300 & sleep 301; printf 'Content-Type: text/plain\\n\\nnever'\n",
+    );
+    script(
+        &root,
+        "forever",
+        "printf 'Content-Type: text/plain\\n\\n'; while :; do echo marmoset-forever-output; done\n",
+    );
+    root.write("cgi-bin/plain.txt", "not executable");
+    root.write(
+        "cgi-bin/hello.sh",
+        "printf 'Content-Type: text/plain\\n\\nfrom sh'\n",
+    );
+    root
+}
+
+fn start(args: &[&str]) -> Server {
+    Server::start_in(cgi_root(), args)
+}
+
+fn env_of(s: &Server, raw: &str) -> String {
+    let out = s.raw(raw.as_bytes());
+    assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+    out
+}
+
+#[test]
+fn the_meta_variables() {
+    let s = start(&[]);
+    let out = env_of(
+        &s,
+        &format!(
+            "GET /cgi-bin/env/extra/path?a=1&b=%20 HTTP/1.1\r\nHost: device.local:{}\r\nX-Custom: yes\r\nAuthorization: Basic c2VjcmV0OnNlY3JldA==\r\nProxy: http://evil/\r\nConnection: close\r\n\r\n",
+            s.port
+        ),
+    );
+    for want in [
+        "GATEWAY_INTERFACE=CGI/1.1",
+        "SERVER_SOFTWARE=marmoset/",
+        "SERVER_NAME=device.local",
+        &format!("SERVER_PORT={}", s.port),
+        "SERVER_PROTOCOL=HTTP/1.1",
+        "REQUEST_METHOD=GET",
+        "SCRIPT_NAME=/cgi-bin/env",
+        "PATH_INFO=/extra/path",
+        "PATH_TRANSLATED=",
+        "QUERY_STRING=a=1&b=%20",
+        "REMOTE_ADDR=127.0.0.1",
+        "REMOTE_PORT=",
+        "HTTP_X_CUSTOM=yes",
+        "HTTP_HOST=device.local",
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    ] {
+        assert!(out.contains(&format!("\n{want}")), "missing {want}:\n{out}");
+    }
+    for absent in [
+        "HTTP_AUTHORIZATION",
+        "HTTP_PROXY=",
+        "c2VjcmV0",
+        "CONTENT_LENGTH",
+        "REMOTE_USER",
+    ] {
+        assert!(
+            !out.contains(absent),
+            "{absent} must not reach the script:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn post_bodies_reach_stdin() {
+    let s = start(&[]);
+    let body = "x".repeat(100_000);
+    let (code, _, got) = curl(&[
+        "--data-binary",
+        &body,
+        "-H",
+        "Content-Type: text/plain",
+        &s.url("/cgi-bin/echo"),
+    ]);
+    assert_eq!((code, got.len()), (200, body.len()));
+    // Chunked, decoded, with CONTENT_LENGTH set for the script.
+    let out = s.raw(b"POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+    assert!(
+        out.starts_with("HTTP/1.1 200 ") && out.contains("hello world"),
+        "{out}"
+    );
+    let out = s.raw(b"POST /cgi-bin/env HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+    assert!(
+        out.contains("\nCONTENT_LENGTH=3\n") && out.contains("\nCONTENT_TYPE=text/plain\n"),
+        "{out}"
+    );
+    // curl with 100-continue (it waits for the interim answer before a large body).
+    let big = "y".repeat(900_000);
+    let file = s.root.write("upload.bin", &big);
+    let (code, _, got) = curl(&[
+        "-H",
+        "Expect: 100-continue",
+        "--data-binary",
+        &format!("@{}", file.display()),
+        &s.url("/cgi-bin/echo"),
+    ]);
+    assert_eq!((code, got.len()), (200, big.len()), "the 100-continue flow");
+    s.assert_healthy();
+}
+
+#[test]
+fn bodies_over_the_limit_get_413() {
+    let s = start(&["--cgi-max-body", "1000"]);
+    let (code, _, _) = curl(&["--data-binary", &"z".repeat(5000), &s.url("/cgi-bin/echo")]);
+    assert_eq!(code, 413);
+    let chunk = format!("{:x}\r\n{}\r\n0\r\n\r\n", 5000, "z".repeat(5000));
+    let out = s.raw(
+        format!(
+            "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{chunk}"
+        )
+        .as_bytes(),
+    );
+    assert!(out.starts_with("HTTP/1.1 413 "), "{out}");
+    s.assert_healthy();
+}
+
+#[test]
+fn output_is_streamed_and_framed_so_keep_alive_survives() {
+    let s = start(&[]);
+    let expected: String = (0..20000)
+        .map(|i| format!("line {i} of a long streamed answer\n"))
+        .collect();
+    let mut c = s.connect();
+    for _ in 0..2 {
+        c.write_all(b"GET /cgi-bin/big HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let r = read_response(&mut c, false).unwrap();
+        assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+        assert_eq!(r.text(), expected);
+    }
+    drop(c);
+    let (code, headers, body) = curl(&[&s.url("/cgi-bin/big")]);
+    assert_eq!(code, 200);
+    assert!(headers.contains("chunked"));
+    assert_eq!(String::from_utf8(body).unwrap(), expected);
+    // Content-Length from the script, then more requests on the same connection.
+    let mut c = s.connect();
+    for path in ["/cgi-bin/sized", "/index.html", "/cgi-bin/sized"] {
+        c.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+            .unwrap();
+        let r = read_response(&mut c, false).unwrap();
+        assert_eq!(r.status, 200, "{path}");
+    }
+    // HTTP/1.0: close-delimited.
+    let out = s.raw(b"GET /cgi-bin/big HTTP/1.0\r\n\r\n");
+    assert!(!out.contains("chunked") && out.ends_with("line 19999 of a long streamed answer\n"));
+}
+
+#[test]
+fn curl_keeps_one_connection_across_chunked_cgi_answers() {
+    let s = start(&[]);
+    let out = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-v",
+            "--max-time",
+            "20",
+            &s.url("/cgi-bin/big"),
+            &s.url("/cgi-bin/env"),
+            &s.url("/index.html"),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("Connected to").count(), 1, "{err}");
+    assert!(
+        err.matches("Re-using existing connection").count() >= 2,
+        "{err}"
+    );
+}
+
+#[test]
+fn status_redirects_and_headers() {
+    let s = start(&[]);
+    let r = s.get("/cgi-bin/status", &[]);
+    assert_eq!((r.status, r.text().as_str()), (404, "nope"));
+    assert_eq!(r.header("x-from"), Some("script"));
+    let r = s.get("/cgi-bin/local", &[]);
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("hello"), "local redirect serves the file");
+    let r = s.get("/cgi-bin/away", &[]);
+    assert_eq!(
+        (r.status, r.header("location")),
+        (302, Some("https://example.com/x"))
+    );
+    let r = s.get("/cgi-bin/hello.sh", &[]);
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "from sh"),
+        "interpreter by extension"
+    );
+    let mut c = s.connect();
+    c.write_all(b"HEAD /cgi-bin/sized HTTP/1.1\r\nHost: t\r\n\r\nGET /index.html HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let head = read_response(&mut c, true).unwrap();
+    assert_eq!(
+        (head.status, head.header("content-length")),
+        (200, Some("5"))
+    );
+    assert_eq!(read_response(&mut c, false).unwrap().status, 200);
+}
+
+#[test]
+fn broken_scripts_get_502_and_nothing_is_injected() {
+    let s = start(&[]);
+    for name in ["silent", "crash", "bad", "inject"] {
+        let r = s.get(&format!("/cgi-bin/{name}"), &[]);
+        assert_eq!(r.status, 502, "{name}");
+        assert_eq!(r.header("x-injected"), None);
+    }
+    assert!(
+        s.wait_log(
+            "cgi cgi-bin/silent: exited without output",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        s.log_text()
+    );
+    s.assert_healthy();
+}
+
+#[test]
+fn stderr_goes_to_the_log_with_the_script_name() {
+    let s = start(&[]);
+    assert_eq!(s.get("/cgi-bin/stderr", &[]).text(), "ok");
+    assert!(
+        s.wait_log(
+            "cgi cgi-bin/stderr: something went sideways",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        s.log_text()
+    );
+}
+
+#[test]
+fn paths_methods_and_permissions() {
+    let s = start(&[]);
+    assert_eq!(s.get("/cgi-bin/missing", &[]).status, 404);
+    assert_eq!(
+        s.get("/cgi-bin/plain.txt", &[]).status,
+        403,
+        "not executable, no interpreter"
+    );
+    let out = s.raw(
+        b"PUT /cgi-bin/env HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    assert!(
+        out.starts_with("HTTP/1.1 405 ") && out.contains("Allow: GET, HEAD, POST"),
+        "{out}"
+    );
+    let out = s.raw(
+        b"POST /index.html HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    assert!(
+        out.starts_with("HTTP/1.1 405 ") && out.contains("Allow: GET, HEAD\r\n"),
+        "{out}"
+    );
+    let s = Server::start_in(cgi_root(), &["--cgi-prefix", "off"]);
+    let r = s.get("/cgi-bin/env", &[]);
+    assert_eq!(r.status, 200);
+    assert!(
+        r.text().starts_with("#!/bin/sh"),
+        "served as a file when CGI is off"
+    );
+}
+
+/// Processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(needle)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+fn zombies_under(pid: i32) -> usize {
+    let mut all = children(pid);
+    for w in children(pid) {
+        all.extend(children(w));
+    }
+    all.iter()
+        .filter(|p| proc_status(**p, "State").is_some_and(|s| s.starts_with('Z')))
+        .count()
+}
+
+#[test]
+fn a_hung_script_is_killed_with_its_children_and_gets_504() {
+    let s = start(&["--cgi-timeout", "1"]);
+    let r = s.get("/cgi-bin/hang", &[]);
+    assert_eq!(r.status, 504);
+    assert!(
+        wait_until(Duration::from_secs(10), || processes_with("sleep 300")
+            .is_empty()
+            && processes_with("sleep 301").is_empty()),
+        "the script's children were killed"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || zombies_under(s.pid()) == 0),
+        "no zombies"
+    );
+    s.assert_healthy();
+}
+
+#[test]
+fn a_client_leaving_mid_output_kills_the_script() {
+    let s = start(&[]);
+    let worker = {
+        assert!(wait_until(Duration::from_secs(5), || !children(s.pid()).is_empty()));
+        children(s.pid())[0]
+    };
+    let fds_before = fd_count(worker);
+    for _ in 0..5 {
+        let mut c = s.connect();
+        c.write_all(b"GET /cgi-bin/forever HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        c.read_exact(&mut buf).unwrap();
+        drop(c);
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || processes_with(
+            "cgi-bin/forever"
+        )
+        .is_empty()),
+        "scripts still running"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || zombies_under(s.pid()) == 0),
+        "no zombies"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || fd_count(worker) <= fds_before),
+        "descriptors leaked: {} -> {}",
+        fds_before,
+        fd_count(worker)
+    );
+    s.assert_healthy();
+}
+
+#[test]
+fn beyond_the_script_limit_clients_get_503_and_the_rest_are_served() {
+    let s = start(&["--cgi-max", "2"]);
+    let port = s.port;
+    let slow: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                c.write_all(b"GET /cgi-bin/slow HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                    .unwrap();
+                read_to_close(&mut c)
+            })
+        })
+        .collect();
+    assert!(wait_until(Duration::from_secs(10), || processes_with(
+        "cgi-bin/slow"
+    )
+    .len()
+        >= 2));
+    let r = s.get("/cgi-bin/sized", &[]);
+    assert_eq!(r.status, 503);
+    assert_eq!(r.header("retry-after"), Some("5"));
+    s.assert_healthy();
+    for t in slow {
+        assert!(t.join().unwrap().contains("\r\nslow\r\n"));
+    }
+    assert_eq!(s.get("/cgi-bin/sized", &[]).status, 200, "slots free again");
+}
+
+#[test]
+fn a_slow_script_does_not_hold_up_other_clients() {
+    let s = start(&[]);
+    let port = s.port;
+    let slow = std::thread::spawn(move || {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.write_all(b"GET /cgi-bin/slow HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        read_to_close(&mut c)
+    });
+    assert!(wait_until(Duration::from_secs(10), || !processes_with(
+        "cgi-bin/slow"
+    )
+    .is_empty()));
+    // While the script sleeps, the same single worker answers everyone else.
+    for _ in 0..50 {
+        s.assert_healthy();
+    }
+    assert!(
+        !processes_with("cgi-bin/slow").is_empty(),
+        "the script was still running meanwhile"
+    );
+    assert!(slow.join().unwrap().contains("\r\nslow\r\n"));
+}

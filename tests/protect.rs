@@ -1,0 +1,241 @@
+//! Protected paths: Basic auth with hashes made by real tools, the failure
+//! limit, and address rules for IPv4 and IPv6 clients.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+fn tool(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(out.status.success(), "{cmd} {args:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A root with /admin/ protected by users whose hashes come from openssl and htpasswd.
+fn protected(extra: &[&str]) -> Server {
+    let root = TempDir::new("auth");
+    root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+    root.write("admin/index.html", "admin page");
+    let env = root.write(
+        "admin/cgi/whoami",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n%s %s' \"$AUTH_TYPE\" \"$REMOTE_USER\"\n",
+    );
+    std::fs::set_permissions(env, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let htpasswd = format!(
+        "# users\nmd5:{}\nsha256:{}\nsha512:{}\nbcrypt:{}\n",
+        tool("openssl", &["passwd", "-1", "pw-md5"]),
+        tool("openssl", &["passwd", "-5", "pw-sha256"]),
+        tool("openssl", &["passwd", "-6", "pw-sha512"]),
+        tool("htpasswd", &["-nbB", "-C", "6", "x", "pw-bcrypt"])
+            .split_once(':')
+            .unwrap()
+            .1,
+    );
+    let file = root.write("../htpasswd", htpasswd);
+    let realm = format!("/admin/ \"Device admin\" {}", file.display());
+    let mut args = vec!["--auth", realm.as_str(), "--cgi-prefix", "/admin/cgi/"];
+    args.extend_from_slice(extra);
+    Server::start_in(root, &args)
+}
+
+fn basic(user: &str, password: &str) -> String {
+    format!(
+        "Authorization: Basic {}",
+        tool(
+            "sh",
+            &[
+                "-c",
+                &format!("printf '%s' '{user}:{password}' | base64 -w0")
+            ]
+        )
+    )
+}
+
+#[test]
+fn every_hash_format_opens_the_realm() {
+    let s = protected(&[]);
+    for (user, pw) in [
+        ("md5", "pw-md5"),
+        ("sha256", "pw-sha256"),
+        ("sha512", "pw-sha512"),
+        ("bcrypt", "pw-bcrypt"),
+    ] {
+        let r = s.get("/admin/", &[&basic(user, pw)]);
+        assert_eq!((r.status, r.text().as_str()), (200, "admin page"), "{user}");
+        // curl's own Basic auth, and the user reaches the script.
+        let (code, _, body) = curl(&["-u", &format!("{user}:{pw}"), &s.url("/admin/cgi/whoami")]);
+        assert_eq!(
+            (code, String::from_utf8(body).unwrap()),
+            (200, format!("Basic {user}")),
+            "{user}"
+        );
+    }
+    assert_eq!(s.get("/index.html", &[]).status, 200, "outside the realm");
+}
+
+#[test]
+fn missing_wrong_and_malformed_credentials_get_401() {
+    let s = protected(&[]);
+    let r = s.get("/admin/", &[]);
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Basic realm=\"Device admin\", charset=\"UTF-8\"")
+    );
+    for h in [
+        basic("md5", "wrong"),
+        basic("nobody", "pw-md5"),
+        "Authorization: Basic !!!".into(),
+        "Authorization: Bearer abc".into(),
+        "Authorization: Basic".into(),
+    ] {
+        assert_eq!(s.get("/admin/", &[&h]).status, 401, "{h}");
+    }
+    assert!(
+        s.wait_log(
+            "wrong password for user \"md5\" from 127.0.0.1",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        s.log_text()
+    );
+    assert!(s.log_text().contains("unknown user \"nobody\""));
+    assert!(
+        !s.log_text().contains("wrong\""),
+        "a password reached the log"
+    );
+}
+
+#[test]
+fn repeated_failures_are_limited_per_address() {
+    let s = protected(&[]);
+    for _ in 0..5 {
+        assert_eq!(s.get("/admin/", &[&basic("sha256", "guess")]).status, 401);
+    }
+    let r = s.get("/admin/", &[&basic("sha256", "pw-sha256")]);
+    assert_eq!(
+        r.status, 429,
+        "even the right password waits once the limit is hit"
+    );
+    assert!(r.header("retry-after").is_some());
+    assert_eq!(
+        s.get("/index.html", &[]).status,
+        200,
+        "other paths are not affected"
+    );
+}
+
+#[test]
+fn success_is_cached_and_the_file_reread() {
+    let s = protected(&[]);
+    let good = basic("bcrypt", "pw-bcrypt");
+    for _ in 0..20 {
+        assert_eq!(s.get("/admin/", &[&good]).status, 200);
+    }
+    // A changed password file takes effect.
+    let file = s.root.path().join("../htpasswd");
+    let md5 = tool("openssl", &["passwd", "-1", "new-pw"]);
+    std::fs::write(&file, format!("bcrypt:{md5}\n")).unwrap();
+    let later = std::time::SystemTime::now() + Duration::from_secs(2);
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    assert_eq!(s.get("/admin/", &[&good]).status, 401);
+    assert_eq!(s.get("/admin/", &[&basic("bcrypt", "new-pw")]).status, 200);
+}
+
+#[test]
+fn address_rules_for_ipv4_and_ipv6_clients() {
+    let root = TempDir::new("access");
+    root.write("index.html", "x");
+    root.write("admin/index.html", "admin");
+    let s = Server::start_in(
+        root,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--listen",
+            "[::1]:0",
+            "--allow",
+            "/admin/ 127.0.0.0/8",
+            "--deny",
+            "/admin/ all",
+        ],
+    );
+    let v6 = s
+        .log_text()
+        .lines()
+        .find_map(|l| {
+            l.split("listening on [::1]:")
+                .nth(1)
+                .and_then(|p| p.trim().parse::<u16>().ok())
+        })
+        .unwrap();
+    let (code, _, _) = curl(&[&s.url("/admin/")]);
+    assert_eq!(code, 200, "IPv4 loopback is allowed");
+    let (code, _, _) = curl(&["-g", &format!("http://[::1]:{v6}/admin/")]);
+    assert_eq!(code, 403, "IPv6 loopback is denied");
+    let (code, _, _) = curl(&["-g", &format!("http://[::1]:{v6}/")]);
+    assert_eq!(code, 200, "outside the prefix: allowed");
+
+    let root = TempDir::new("access6");
+    root.write("index.html", "x");
+    root.write("admin/index.html", "admin");
+    let s = Server::start_in(
+        root,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--listen",
+            "[::1]:0",
+            "--deny",
+            "/admin 127.0.0.1",
+            "--allow",
+            "/admin ::1/128",
+        ],
+    );
+    let v6 = s
+        .log_text()
+        .lines()
+        .find_map(|l| {
+            l.split("listening on [::1]:")
+                .nth(1)
+                .and_then(|p| p.trim().parse::<u16>().ok())
+        })
+        .unwrap();
+    assert_eq!(s.get("/admin/", &[]).status, 403);
+    assert_eq!(curl(&["-g", &format!("http://[::1]:{v6}/admin/")]).0, 200);
+}
+
+#[test]
+fn the_shipped_device_config_is_valid() {
+    let conf = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("rootfs-overlay/etc/marmoset/marmoset.conf");
+    let out = command()
+        .args([
+            "--config",
+            conf.to_str().unwrap(),
+            "--user",
+            "root",
+            "--group",
+            "root",
+            "--check-config",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
