@@ -43,6 +43,7 @@ aarch64-unknown-linux-musl)
 	RUNNER=qemu-aarch64-static ;;
 armv7-unknown-linux-gnueabihf)
 	apt_install gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static
+	board/armhf-libcrypt.sh >&2
 	RUNNER=qemu-arm-static ;;
 armv7-unknown-linux-musleabihf) RUNNER=qemu-arm-static ;;
 *) RUNNER="" ;;

@@ -9,13 +9,15 @@ pub struct Clock {
     cached: Cell<(u64, [u8; httpdate::LEN])>,
 }
 
-impl Clock {
-    pub fn new() -> Clock {
+impl Default for Clock {
+    fn default() -> Clock {
         Clock {
             cached: Cell::new((u64::MAX, [b' '; httpdate::LEN])),
         }
     }
+}
 
+impl Clock {
     pub fn now_secs() -> u64 {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -2,12 +2,8 @@
 //! names HTML-escaped, links percent-encoded.
 
 use std::fmt::Write;
-use std::fs::File;
-use std::os::fd::{AsFd, OwnedFd};
-
-use nix::dir::Dir;
-use nix::fcntl::AtFlags;
-use nix::sys::stat::{SFlag, fstatat};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 
 use crate::httpdate;
 use crate::path;
@@ -19,28 +15,27 @@ struct Entry {
     mtime: u64,
 }
 
-/// Renders the listing of an open directory; `url_path` is its clean path
-/// relative to the root ("" for the root).
-pub fn render(dir: File, url_path: &str) -> std::io::Result<Vec<u8>> {
-    let fd: OwnedFd = dir.into();
-    let probe = fd.try_clone()?;
+/// Renders the listing of directory `dir`; `url_path` is its clean path
+/// relative to the root ("" for the root). Uses std's readdir64 wrappers:
+/// 32-bit programs reading a 64-bit filesystem need them.
+pub fn render(dir: &Path, url_path: &str) -> std::io::Result<Vec<u8>> {
     let mut entries = Vec::new();
-    for entry in Dir::from_fd(fd)?.into_iter().flatten() {
-        let Ok(name) = entry.file_name().to_str() else {
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
             continue; // Not UTF-8: cannot be requested either.
         };
         if name.starts_with('.') {
             continue;
         }
-        let Ok(st) = fstatat(probe.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
+        // DirEntry::metadata does not follow symlinks.
+        let Ok(meta) = entry.metadata() else {
             continue;
         };
-        let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
         entries.push(Entry {
-            name: name.to_string(),
-            dir: kind == SFlag::S_IFDIR,
-            size: st.st_size.max(0) as u64,
-            mtime: st.st_mtime.max(0) as u64,
+            name,
+            dir: meta.is_dir(),
+            size: meta.len(),
+            mtime: meta.mtime().max(0) as u64,
         });
     }
     entries.sort_by(|a, b| b.dir.cmp(&a.dir).then_with(|| a.name.cmp(&b.name)));

@@ -140,7 +140,7 @@ fn static_file(site: &Site, req: &Request<'_>, path: &CleanPath, query: Option<&
     match site.root.lookup(path, &site.config.index) {
         Lookup::File(opened) => serve(site, req, opened, enc),
         Lookup::DirWithoutSlash => finish(site, redirect_to_directory(path, query), path.as_str()),
-        Lookup::DirWithoutIndex(dir) => {
+        Lookup::DirWithoutIndex => {
             let gz_index = site.config.index.iter().find_map(|n| {
                 static_files::index_path(path, n).and_then(|name| gz_only(site, req, &name, enc))
             });
@@ -148,7 +148,7 @@ fn static_file(site: &Site, req: &Request<'_>, path: &CleanPath, query: Option<&
                 return r;
             }
             if site.config.rules.listing {
-                return listing(site, dir, path);
+                return listing(site, path);
             }
             error(site, Status::NotFound, path.as_str())
         }
@@ -404,8 +404,8 @@ fn error(site: &Site, status: Status, path: &str) -> Response {
     finish(site, r, path)
 }
 
-fn listing(site: &Site, dir: std::fs::File, path: &CleanPath) -> Response {
-    match listing::render(dir, path.as_str()) {
+fn listing(site: &Site, path: &CleanPath) -> Response {
+    match listing::render(&site.config.root.join(path.as_str()), path.as_str()) {
         Ok(html) => {
             let mut r = Response::new(Status::Ok, Body::Owned(html));
             r.content_type = Some("text/html; charset=utf-8");

@@ -35,8 +35,8 @@ pub enum Lookup {
     File(Opened),
     /// A directory asked for without its trailing slash.
     DirWithoutSlash,
-    /// A directory without an index file (open, for a listing).
-    DirWithoutIndex(File),
+    /// A directory without an index file.
+    DirWithoutIndex,
     Missing(Status),
 }
 
@@ -68,7 +68,7 @@ impl Root {
             return Lookup::Missing(Status::NotFound);
         };
         let rel = if path.is_root() { "." } else { path.as_str() };
-        let dir_file = match self.open_regular(dir, rel) {
+        match self.open_regular(dir, rel) {
             Ok(Found::File(file, meta)) => {
                 return Lookup::File(Opened {
                     file,
@@ -76,10 +76,10 @@ impl Root {
                     name: name_of(path.as_str()),
                 });
             }
-            Ok(Found::Dir(d)) => d,
+            Ok(Found::Dir) => {}
             Ok(Found::Other) => return Lookup::Missing(Status::NotFound),
             Err(status) => return Lookup::Missing(status),
-        };
+        }
         if !path.trailing_slash && !path.is_root() {
             return Lookup::DirWithoutSlash;
         }
@@ -99,7 +99,7 @@ impl Root {
                 Err(status) => return Lookup::Missing(status),
             }
         }
-        Lookup::DirWithoutIndex(dir_file)
+        Lookup::DirWithoutIndex
     }
 
     /// Opens one regular file by its clean relative name (variants, error
@@ -114,7 +114,7 @@ impl Root {
                 meta,
                 name: name_of(rel),
             }),
-            Found::Dir(_) | Found::Other => Err(Status::NotFound),
+            Found::Dir | Found::Other => Err(Status::NotFound),
         }
     }
 
@@ -151,7 +151,7 @@ impl Root {
         if meta.is_file() {
             Ok(Found::File(file, meta))
         } else if meta.is_dir() {
-            Ok(Found::Dir(file))
+            Ok(Found::Dir)
         } else {
             Ok(Found::Other)
         }
@@ -184,7 +184,7 @@ impl Root {
 
 enum Found {
     File(File, std::fs::Metadata),
-    Dir(File),
+    Dir,
     Other,
 }
 

@@ -217,8 +217,10 @@ pub fn raise_fd_limit(connections: usize) {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let want = (connections as u64).saturating_mul(2).saturating_add(64);
     if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        if soft < want {
-            let _ = setrlimit(Resource::RLIMIT_NOFILE, want.min(hard), hard);
+        // rlim_t is 32 bits on some targets (armv7 glibc).
+        let (soft64, hard64) = (soft as u64, hard as u64);
+        if soft64 < want {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, want.min(hard64) as _, hard);
         }
     }
 }

@@ -79,7 +79,7 @@ pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, workers: usize) -> 
     let worker: &'static Worker = Box::leak(Box::new(Worker {
         config,
         site: Site::new(config),
-        clock: Clock::new(),
+        clock: Clock::default(),
         pool: Pool::default(),
         access_log: RefCell::new(AccessLog::open(&config.access_log)),
         active: Cell::new(0),

@@ -197,6 +197,10 @@ build_binary() {
     done
     [ "$have" = 1 ] || cargo_args+=(--config "target.$RUST_TARGET.rustflags=[$list]")
   fi
+  # Static glibc for armv7 links Debian's libcrypt.a (Basic auth's crypt(3)).
+  if [ "$RUST_TARGET" = armv7-unknown-linux-gnueabihf ]; then
+    "$REPO/board/armhf-libcrypt.sh" >>"$OUT/build.log" 2>&1 || abort "board/armhf-libcrypt.sh failed (see $OUT/build.log)"
+  fi
   say "cargo ${cargo_args[*]}"
   local t0 t1
   t0=$(now)

@@ -1,0 +1,104 @@
+//! Start-up, top to bottom: configuration, logging, binding, detaching,
+//! dropping privileges, then the supervisor forks the workers.
+
+use std::os::fd::OwnedFd;
+use std::process::ExitCode;
+
+use crate::cli::Action;
+use crate::config::Config;
+use crate::{cli, logging, supervisor, sys};
+
+/// Exit status for a configuration error, before anything is bound.
+const EXIT_CONFIG: u8 = 2;
+/// Exit status for a failure while starting (a busy port, a missing user).
+const EXIT_START: u8 = 1;
+
+/// The whole program; `main.rs` only calls this.
+pub fn main() -> ExitCode {
+    let config = match cli::parse(std::env::args_os()) {
+        Ok(Action::Run(c)) => c,
+        Ok(Action::CheckConfig(c)) => return check_config(&c),
+        Ok(Action::Print(text)) => {
+            print!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("marmoset: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    logging::init(config.syslog, config.log_level);
+    match start(config) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            log::error!("{e}");
+            if config_logs_to_syslog() {
+                eprintln!("marmoset: {e}");
+            }
+            ExitCode::from(EXIT_START)
+        }
+    }
+}
+
+fn config_logs_to_syslog() -> bool {
+    std::env::args().any(|a| a == "--syslog")
+}
+
+/// Binds, detaches, drops privileges and hands over to the supervisor.
+fn start(mut config: Config) -> Result<u8, String> {
+    let identity = sys::resolve_identity(config.user.as_deref(), config.group.as_deref())?;
+    sys::block_signals().map_err(|e| format!("signals: {e}"))?;
+    sys::raise_fd_limit(config.max_connections);
+    let sockets = bind_all(&config)?;
+    if !config.root.is_dir() {
+        log::warn!(
+            "document root {} is not a directory (yet); serving 404 until it is",
+            config.root.display()
+        );
+    }
+    if config.daemon {
+        sys::daemonize()?;
+    }
+    if let Some(p) = &config.pidfile {
+        sys::write_pidfile(p)?;
+    }
+    let chroot = config.chroot.then(|| config.root.clone());
+    sys::drop_privileges(identity.as_ref(), chroot.as_deref())?;
+    if chroot.is_some() {
+        config.root = "/".into();
+    }
+    log::info!("marmoset {} started", env!("CARGO_PKG_VERSION"));
+    Ok(supervisor::Supervisor::new(config, sockets).run() as u8)
+}
+
+/// One socket per worker and address: each worker accepts on its own
+/// (SO_REUSEPORT), so no two wake for the same connection.
+fn bind_all(config: &Config) -> Result<Vec<Vec<OwnedFd>>, String> {
+    let mut per_worker: Vec<Vec<OwnedFd>> = (0..config.workers).map(|_| Vec::new()).collect();
+    for &asked in &config.listen {
+        let first = sys::listen(asked).map_err(|e| format!("cannot listen on {asked}: {e}"))?;
+        // With port 0 the kernel picks one; the other workers must share it.
+        let addr = sys::local_addr(&first).map_err(|e| format!("{asked}: {e}"))?;
+        log::info!("listening on {addr}");
+        per_worker[0].push(first);
+        for sockets in per_worker.iter_mut().skip(1) {
+            sockets.push(sys::listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?);
+        }
+    }
+    Ok(per_worker)
+}
+
+fn check_config(config: &Config) -> ExitCode {
+    if let Err(e) = sys::resolve_identity(config.user.as_deref(), config.group.as_deref()) {
+        eprintln!("marmoset: {e}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    if !config.root.is_dir() {
+        eprintln!(
+            "marmoset: warning: document root {} is not a directory",
+            config.root.display()
+        );
+    }
+    println!("marmoset: configuration OK");
+    ExitCode::SUCCESS
+}
