@@ -152,7 +152,7 @@ impl Conn {
         };
         let last = self.served + 1 >= self.w.config.max_requests;
         let meta = Meta {
-            keep_alive: req.keep_alive && !last && !self.w.is_stopping(),
+            keep_alive: req.keep_alive && !last && !self.w.is_winding_down(),
             version: req.version,
             head_only: req.method == request::Method::Head,
             head_len: req.head_len,
@@ -425,9 +425,15 @@ impl Conn {
                 .await
                 .is_some_and(|r| r.is_ok())
         };
+        // A retiring worker keeps idle connections: their next request is
+        // answered with `Connection: close`. Only a stop closes them now.
         let stopped = async {
-            self.w.stop.notified().await;
-            false
+            loop {
+                self.w.stop.notified().await;
+                if self.w.is_stopping() {
+                    return false;
+                }
+            }
         };
         future::or(readable, stopped).await
     }

@@ -193,7 +193,9 @@ impl Supervisor {
         let old_workers: Vec<(Pid, usize)> = self.workers.drain().collect();
         for (pid, slot) in old_workers {
             self.retiring.push(pid);
-            let _ = kill(pid, Signal::SIGTERM);
+            // Not SIGTERM: a retiring worker lets its clients finish their
+            // connections rather than closing idle ones under them.
+            let _ = kill(pid, Signal::SIGUSR2);
             if let Err(e) = self.spawn(slot) {
                 log::error!("cannot start worker: {e}");
                 self.respawn.push((slot, Instant::now() + RESPAWN_DELAY));

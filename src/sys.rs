@@ -69,6 +69,8 @@ pub fn handled_signals() -> SigSet {
         Signal::SIGINT,
         Signal::SIGHUP,
         Signal::SIGCHLD,
+        // The supervisor's request to a worker replaced by a reload: finish, then exit.
+        Signal::SIGUSR2,
     ] {
         set.add(s);
     }
@@ -218,6 +220,7 @@ pub fn raise_fd_limit(connections: usize) {
     let want = (connections as u64).saturating_mul(2).saturating_add(64);
     if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
         // rlim_t is 32 bits on some targets (armv7 glibc).
+        #[allow(clippy::unnecessary_cast)]
         let (soft64, hard64) = (soft as u64, hard as u64);
         if soft64 < want {
             let _ = setrlimit(Resource::RLIMIT_NOFILE, want.min(hard64) as _, hard);

@@ -36,6 +36,10 @@ pub struct Worker {
     limit: usize,
     slot_freed: Notify,
     stopping: Cell<bool>,
+    /// Replaced by a reload: no new connections, none kept alive, exit when idle.
+    retiring: Cell<bool>,
+    /// Wakes accept loops and idle connections on stop or retirement, and
+    /// the drain when the last connection ends.
     pub stop: Notify,
     /// SIGCHLD arrived: CGI tasks check whether their script has exited.
     pub child_exited: Notify,
@@ -46,6 +50,11 @@ pub struct Worker {
 impl Worker {
     pub fn is_stopping(&self) -> bool {
         self.stopping.get()
+    }
+
+    /// Whether connections should close after their current request.
+    pub fn is_winding_down(&self) -> bool {
+        self.stopping.get() || self.retiring.get()
     }
 
     /// Takes a slot for a CGI script; false at the limit.
@@ -67,7 +76,7 @@ impl Worker {
     pub fn release_slot(&self) {
         self.active.set(self.active.get() - 1);
         self.slot_freed.notify_all();
-        if self.stopping.get() && self.active.get() == 0 {
+        if self.is_winding_down() && self.active.get() == 0 {
             self.stop.notify_all();
         }
     }
@@ -86,6 +95,7 @@ pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, workers: usize) -> 
         limit: config.max_connections.div_ceil(workers).max(1),
         slot_freed: Notify::default(),
         stopping: Cell::new(false),
+        retiring: Cell::new(false),
         stop: Notify::default(),
         child_exited: Notify::default(),
         cgi_running: Cell::new(0),
@@ -126,12 +136,27 @@ async fn serve(w: &'static Worker, ex: Rc<LocalExecutor<'static>>, listeners: Ve
             Ok(Ok(Signal::SIGTERM | Signal::SIGINT)) => break,
             Ok(Ok(Signal::SIGHUP)) => w.access_log.borrow_mut().reopen(&w.config.access_log),
             Ok(Ok(Signal::SIGCHLD)) => w.child_exited.notify_all(),
+            Ok(Ok(Signal::SIGUSR2)) if !w.retiring.get() => retire(w, &ex),
             Ok(_) => {}
             Err(e) => log::warn!("reading signals: {e}"),
         }
     }
     drain(w).await;
     0
+}
+
+/// After a reload: stop accepting, let every connection end after its next
+/// response (or its keep-alive timeout), then exit. SIGTERM still drains.
+fn retire(w: &'static Worker, ex: &LocalExecutor<'static>) {
+    w.retiring.set(true);
+    w.stop.notify_all();
+    ex.spawn(async move {
+        while w.active.get() > 0 {
+            w.stop.notified().await;
+        }
+        std::process::exit(0);
+    })
+    .detach();
 }
 
 /// Stops accepting, closes idle connections and gives busy ones the grace period.
@@ -171,10 +196,10 @@ async fn accept_loop(
 ) {
     let mut last_warning: Option<std::time::Instant> = None;
     loop {
-        while w.active.get() >= w.limit && !w.is_stopping() {
+        while w.active.get() >= w.limit && !w.is_winding_down() {
             future::or(w.slot_freed.notified(), w.stop.notified()).await;
         }
-        if w.is_stopping() {
+        if w.is_winding_down() {
             return;
         }
         let accepted = future::or(async { Some(listener.accept().await) }, async {

@@ -375,3 +375,29 @@ fn the_log_says_started_and_stopped() {
     assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
     assert!(s.log_text().contains("marmoset stopped"));
 }
+
+#[test]
+fn a_reload_lets_kept_alive_clients_finish() {
+    let s = Server::start(&["--keepalive-timeout", "30"]);
+    assert!(wait_until(Duration::from_secs(10), || children(s.pid())
+        .len()
+        == 1));
+    let old = children(s.pid());
+    let mut c = s.connect();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut c, false).unwrap().status, 200);
+    s.signal("HUP");
+    // The new worker is up while the old one keeps our idle connection.
+    assert!(wait_until(Duration::from_secs(10), || children(s.pid())
+        .iter()
+        .any(|p| !old.contains(p))));
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let r = read_response(&mut c, false).expect("the old worker still answers its client");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_eq!(read_to_close(&mut c), "");
+    // With its last client gone, the old worker exits.
+    assert!(wait_until(Duration::from_secs(10), || !children(s.pid())
+        .contains(&old[0])));
+    s.assert_healthy();
+}
