@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone (as root): installs every package,
+# rustup target and component it uses, then runs each stage and ends with
+# one line, "N passed, M failed", over the stages. A failed stage does not
+# stop the others; the exit status is non-zero if any failed.
+#
+#   tests/run.sh                 everything (what .ci/run calls)
+#   tests/run.sh unit cgi        only the named stages (see `stages` below)
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+export CARGO_TERM_COLOR=never DEBIAN_FRONTEND=noninteractive
+mkdir -p tests/out
+
+say() { printf '\n=== %s\n' "$*"; }
+
+install_everything() {
+	local pkgs=(
+		curl gzip brotli openssl apache2-utils wrk procps util-linux binutils python3 file
+		gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static qemu-system-arm cpio
+		chromium nodejs npm busybox systemd slowhttptest shellcheck
+	)
+	local missing=() p
+	for p in "${pkgs[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		echo "apt-get install ${missing[*]}"
+		apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null 2>&1 || true
+		apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >tests/out/apt.log 2>&1 ||
+			{ echo "apt-get install failed (tests/out/apt.log)"; return 1; }
+	fi
+	rustup component add rustfmt clippy >/dev/null 2>&1 || return 1
+	rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf >/dev/null 2>&1 || return 1
+}
+
+stage_lint() {
+	cargo fmt --all -- --check && cargo clippy --all-targets --locked -- -D warnings
+}
+
+# Unit tests and every integration test against the native debug binary.
+stage_unit() {
+	cargo test --locked
+}
+
+stage_ui() {
+	board/build-ui.sh --check
+}
+
+stage_release() {
+	cargo build --release --locked
+}
+
+stage_init() {
+	local rc=0
+	tests/init/sysv.sh || rc=1
+	tests/init/procd.sh || rc=1
+	tests/init/packaging.sh || rc=1
+	return $rc
+}
+
+stage_browser() {
+	MARMOSET_BIN=target/release/marmoset tests/browser/run.sh
+}
+
+# The integration tests again, against cross-built binaries under qemu-user.
+stage_cross() {
+	local rc=0
+	tests/cross.sh aarch64-unknown-linux-musl || rc=1
+	tests/cross.sh armv7-unknown-linux-gnueabihf || rc=1
+	return $rc
+}
+
+# build-std + zig, only when Cargo.lock or the build files changed (board/README.md).
+stage_armv7_musl() {
+	board/build-armv7-musl.sh --if-changed
+}
+
+stage_qemu() {
+	tests/qemu/run-all.sh
+}
+
+stage_fuzz() {
+	fuzz/run.sh "${FUZZ_SECONDS:-20}"
+}
+
+stage_robust() {
+	local rc=0
+	MARMOSET_BIN=target/release/marmoset tests/slow.sh || rc=1
+	MARMOSET_BIN=target/release/marmoset tests/soak.sh || rc=1
+	return $rc
+}
+
+# A 2-second benchmark so the script does not rot; it asserts no speed.
+stage_bench() {
+	BENCH_SMOKE=1 MARMOSET_BIN=target/release/marmoset bench/run.sh
+}
+
+stages=(lint unit ui release init browser cross armv7_musl qemu fuzz robust bench)
+[ $# -gt 0 ] && stages=("$@")
+
+started=$(date +%s)
+passed=0 failed=0 failures=()
+say "install"
+if ! install_everything; then
+	echo "installing the test dependencies failed"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+for s in "${stages[@]}"; do
+	say "stage $s"
+	t0=$(date +%s)
+	if "stage_$s"; then
+		passed=$((passed + 1))
+		result=ok
+	else
+		failed=$((failed + 1))
+		failures+=("$s")
+		result=FAILED
+	fi
+	echo "=== stage $s: $result in $(($(date +%s) - t0)) s"
+done
+say "done in $(($(date +%s) - started)) s; failed stages: ${failures[*]:-none}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
