@@ -4,7 +4,6 @@
 //! on a short-lived thread, since bcrypt and sha-crypt take long on small
 //! CPUs; successes are cached briefly and failures rate-limited per address.
 
-use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_char};
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::io::Write;
@@ -101,12 +100,18 @@ impl Pending {
     }
 }
 
+/// `(user, hash)` pairs of one htpasswd file.
+type Users = Vec<(String, String)>;
+
 /// Per-worker state: users per file, cached successes, failure counts.
 pub struct Auth {
     realms: &'static [Realm],
-    users: Vec<Option<(SystemTime, HashMap<String, String>)>>,
-    cache: HashMap<u64, (String, Instant)>,
-    failures: HashMap<IpAddr, (u32, Instant)>,
+    /// Per realm: the file's mtime when read, and its `(user, hash)` lines.
+    users: Vec<Option<(SystemTime, Users)>>,
+    /// `(credentials tag, user, valid until)`; small, so a Vec (no hash map code in the binary).
+    cache: Vec<(u64, String, Instant)>,
+    /// `(address, failures, window start)`.
+    failures: Vec<(IpAddr, u32, Instant)>,
     keys: RandomState,
 }
 
@@ -115,8 +120,8 @@ impl Auth {
         Auth {
             realms,
             users: vec![None; realms.len()],
-            cache: HashMap::new(),
-            failures: HashMap::new(),
+            cache: Vec::new(),
+            failures: Vec::new(),
             keys: RandomState::new(),
         }
     }
@@ -156,7 +161,7 @@ impl Auth {
         }
         // A changed password file clears the cache, so check it first.
         self.users(i);
-        if let Some((user, until)) = self.cache.get(&tag) {
+        if let Some((_, user, until)) = self.cache.iter().find(|(t, _, _)| *t == tag) {
             if *until > Instant::now() {
                 return Decision::Pass(Some(user.clone()));
             }
@@ -169,8 +174,13 @@ impl Auth {
             self.fail(client);
             return Decision::Challenge(&realm.name);
         };
-        let (hash, realm_index) = match self.users(i).get(&user) {
-            Some(h) => (h.clone(), i),
+        let known = self
+            .users(i)
+            .iter()
+            .find(|(u, _)| *u == user)
+            .map(|(_, h)| h.clone());
+        let (hash, realm_index) = match known {
+            Some(h) => (h, i),
             None => {
                 log::warn!(
                     "auth: unknown user {user:?} from {client} (realm {:?})",
@@ -198,39 +208,35 @@ impl Auth {
 
     fn remember(&mut self, tag: u64, user: &str) {
         let now = Instant::now();
+        self.cache.retain(|(t, _, until)| *until > now && *t != tag);
         if self.cache.len() >= CACHE_MAX {
-            self.cache.retain(|_, (_, until)| *until > now);
-            if self.cache.len() >= CACHE_MAX {
-                self.cache.clear();
-            }
+            self.cache.remove(0);
         }
-        self.cache.insert(tag, (user.to_string(), now + CACHE_TTL));
+        self.cache.push((tag, user.to_string(), now + CACHE_TTL));
     }
 
     fn limited(&self, client: IpAddr) -> bool {
         self.failures
-            .get(&client)
-            .is_some_and(|(n, since)| *n >= FAIL_LIMIT && since.elapsed() < FAIL_WINDOW)
+            .iter()
+            .any(|(a, n, since)| *a == client && *n >= FAIL_LIMIT && since.elapsed() < FAIL_WINDOW)
     }
 
     fn fail(&mut self, client: IpAddr) {
-        let now = Instant::now();
-        if self.failures.len() >= FAIL_MAX {
-            self.failures
-                .retain(|_, (_, since)| since.elapsed() < FAIL_WINDOW);
-            if self.failures.len() >= FAIL_MAX {
-                self.failures.clear();
+        self.failures
+            .retain(|(_, _, since)| since.elapsed() < FAIL_WINDOW);
+        match self.failures.iter_mut().find(|(a, _, _)| *a == client) {
+            Some(entry) => entry.1 += 1,
+            None => {
+                if self.failures.len() >= FAIL_MAX {
+                    self.failures.remove(0);
+                }
+                self.failures.push((client, 1, Instant::now()));
             }
         }
-        let entry = self.failures.entry(client).or_insert((0, now));
-        if entry.1.elapsed() >= FAIL_WINDOW {
-            *entry = (0, now);
-        }
-        entry.0 += 1;
     }
 
     /// The users of realm `i`, re-read when the file changes.
-    fn users(&mut self, i: usize) -> &HashMap<String, String> {
+    fn users(&mut self, i: usize) -> &Users {
         let file = &self.realms[i].file;
         let mtime = std::fs::metadata(file).and_then(|m| m.modified()).ok();
         let stale = match (&self.users[i], mtime) {
@@ -244,21 +250,21 @@ impl Auth {
             self.cache.clear();
         }
         &self.users[i]
-            .get_or_insert_with(|| (SystemTime::UNIX_EPOCH, HashMap::new()))
+            .get_or_insert_with(|| (SystemTime::UNIX_EPOCH, Vec::new()))
             .1
     }
 }
 
 /// `user:hash` lines; comments and unsupported hash formats are skipped.
-fn read_htpasswd(path: &std::path::Path) -> HashMap<String, String> {
+fn read_htpasswd(path: &std::path::Path) -> Users {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => {
             log::error!("auth: {}: {e}", path.display());
-            return HashMap::new();
+            return Vec::new();
         }
     };
-    let mut users = HashMap::new();
+    let mut users = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -280,7 +286,8 @@ fn read_htpasswd(path: &std::path::Path) -> HashMap<String, String> {
             );
             continue;
         }
-        users.insert(user.to_string(), hash.to_string());
+        users.retain(|(u, _): &(String, String)| u != user);
+        users.push((user.to_string(), hash.to_string()));
     }
     users
 }

@@ -3,11 +3,10 @@
 //! async-io, so a slow or hung script never holds up other clients; the
 //! output is parsed (`cgi_output`) and streamed to the client as it comes.
 
+use std::fs::File;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use async_io::{Async, Timer};
@@ -21,6 +20,7 @@ use crate::path::CleanPath;
 use crate::request::{Request, Version};
 use crate::response::{self, HeadContext, Response};
 use crate::sock::{End, Sock};
+use crate::spawn::{self, Spawned};
 use crate::static_files::Root;
 use crate::status::Status;
 use crate::worker::Worker;
@@ -289,24 +289,12 @@ impl Job {
         self.env.push(("CONTENT_LENGTH".into(), n.to_string()));
     }
 
-    fn command(&self) -> Command {
-        let mut cmd = match &self.script.interpreter {
-            Some(interp) => {
-                let mut c = Command::new(interp);
-                c.arg(&self.program);
-                c
-            }
-            None => Command::new(&self.program),
-        };
-        cmd.env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&self.dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own process group, so a timeout kills whatever it started too.
-            .process_group(0);
-        cmd
+    /// Starts the script (through its interpreter, if it has one).
+    fn spawn(&self) -> std::io::Result<Spawned> {
+        match &self.script.interpreter {
+            Some(interp) => spawn::spawn(interp, &[self.program.as_os_str()], &self.env, &self.dir),
+            None => spawn::spawn(&self.program, &[], &self.env, &self.dir),
+        }
     }
 }
 
@@ -347,7 +335,7 @@ pub async fn run(
     keep_alive: bool,
 ) -> Result<Outcome, End> {
     let name = job.script.rel.clone();
-    let mut child = match job.command().spawn() {
+    let child = match job.spawn() {
         Ok(c) => c,
         Err(e) => {
             log::error!("cgi {name}: cannot start: {e}");
@@ -355,7 +343,12 @@ pub async fn run(
         }
     };
     let deadline = Instant::now() + w.config.cgi.timeout;
-    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let Spawned {
+        pid,
+        stdin,
+        stdout,
+        stderr,
+    } = child;
     let mut sent_head = false;
     let exchange = async {
         let feed = feed_stdin(stdin, body, sock, deadline);
@@ -378,15 +371,14 @@ pub async fn run(
         None
     })
     .await;
-    let pid = Pid::from_raw(child.id() as i32);
     match timed {
         Some((fed, Ok(mut outcome))) => {
             outcome.reusable &= fed;
-            reap(w, &mut child, pid).await;
+            reap(w, pid).await;
             Ok(outcome)
         }
         Some((_, Err(e))) => {
-            reap(w, &mut child, pid).await;
+            reap(w, pid).await;
             Err(e)
         }
         None => {
@@ -394,7 +386,7 @@ pub async fn run(
                 "cgi {name}: no answer within {}s; killed",
                 w.config.cgi.timeout.as_secs()
             );
-            reap(w, &mut child, pid).await;
+            reap(w, pid).await;
             if sent_head {
                 Err(End::Timeout)
             } else {
@@ -406,13 +398,12 @@ pub async fn run(
 
 /// Kills the script's process group (whatever is left of it) and waits for
 /// the script itself, so no zombie stays behind.
-async fn reap(w: &'static Worker, child: &mut Child, pid: Pid) {
+async fn reap(w: &'static Worker, pid: Pid) {
     let _ = killpg(pid, Signal::SIGKILL);
     loop {
         let exited = w.child_exited.notified();
-        match child.try_wait() {
-            Ok(Some(_)) | Err(_) => return,
-            Ok(None) => {}
+        if spawn::exited(pid) {
+            return;
         }
         // SIGCHLD wakes us; the timer is a backstop for a lost wake-up.
         let backstop = async {
@@ -424,13 +415,8 @@ async fn reap(w: &'static Worker, child: &mut Child, pid: Pid) {
 
 /// Writes the request body to the script; false if the body could not all
 /// be taken off the socket (the connection must then close).
-async fn feed_stdin(
-    stdin: Option<ChildStdin>,
-    body: Body,
-    sock: Sock<'_>,
-    deadline: Instant,
-) -> bool {
-    let mut pipe = stdin.and_then(|s| Async::new(s).ok());
+async fn feed_stdin(stdin: File, body: Body, sock: Sock<'_>, deadline: Instant) -> bool {
+    let mut pipe = Async::new(stdin).ok();
     if let Some(p) = pipe.as_mut() {
         if p.write_all(&body.buffered).await.is_err() {
             pipe = None;
@@ -457,8 +443,8 @@ async fn feed_stdin(
 }
 
 /// Logs what the script writes to stderr, line by line, with its name.
-async fn log_stderr(stderr: Option<ChildStderr>, name: &str) {
-    let Some(pipe) = stderr.and_then(|s| Async::new(s).ok()) else {
+async fn log_stderr(stderr: File, name: &str) {
+    let Ok(pipe) = Async::new(stderr) else {
         return;
     };
     let mut lines = BufReader::new(pipe);
@@ -480,14 +466,14 @@ async fn log_stderr(stderr: Option<ChildStderr>, name: &str) {
 async fn respond(
     w: &'static Worker,
     sock: Sock<'_>,
-    stdout: Option<ChildStdout>,
+    stdout: File,
     job: &Job,
     name: &str,
     version: Version,
     keep_alive: bool,
     sent_head: &mut bool,
 ) -> Result<Outcome, End> {
-    let Some(mut pipe) = stdout.and_then(|s| Async::new(s).ok()) else {
+    let Ok(mut pipe) = Async::new(stdout) else {
         return answer(w, sock, Status::BadGateway, keep_alive).await;
     };
     let mut out = w.pool.out();
@@ -566,7 +552,7 @@ enum Framing {
 async fn stream_body(
     w: &'static Worker,
     sock: Sock<'_>,
-    pipe: &mut Async<ChildStdout>,
+    pipe: &mut Async<File>,
     head: ScriptHead,
     first: Vec<u8>,
     head_only: bool,

@@ -32,6 +32,7 @@ pub mod response;
 pub mod router;
 pub mod rules;
 pub mod sock;
+pub mod spawn;
 pub mod start;
 pub mod static_files;
 pub mod status;

@@ -2,7 +2,6 @@
 //! crashes, forwards stop requests, and on SIGHUP re-reads the configuration
 //! and replaces the workers (old ones finish their responses first).
 
-use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
@@ -23,7 +22,7 @@ pub struct Supervisor {
     /// Listening sockets per worker slot.
     sockets: Vec<Vec<OwnedFd>>,
     /// Live worker per slot.
-    workers: HashMap<Pid, usize>,
+    workers: Vec<(Pid, usize)>,
     /// Workers replaced by a reload, finishing their last responses.
     retiring: Vec<Pid>,
     /// Slots waiting to be restarted, with when.
@@ -35,7 +34,7 @@ impl Supervisor {
         Supervisor {
             config,
             sockets,
-            workers: HashMap::new(),
+            workers: Vec::new(),
             retiring: Vec::new(),
             respawn: Vec::new(),
         }
@@ -122,7 +121,7 @@ impl Supervisor {
                 worker::run(config, mine, workers)
             }
             ForkResult::Parent { child } => {
-                self.workers.insert(child, slot);
+                self.workers.push((child, slot));
                 Ok(())
             }
         }
@@ -139,9 +138,10 @@ impl Supervisor {
                 self.retiring.swap_remove(i);
                 continue;
             }
-            let Some(slot) = self.workers.remove(&pid) else {
+            let Some(i) = self.workers.iter().position(|(p, _)| *p == pid) else {
                 continue;
             };
+            let (_, slot) = self.workers.swap_remove(i);
             if !stopping {
                 log::error!("worker {pid} {how}; restarting it");
                 self.respawn.push((slot, Instant::now() + RESPAWN_DELAY));
@@ -190,7 +190,7 @@ impl Supervisor {
             new.root.clone_from(&old.root);
         }
         self.config = new;
-        let old_workers: Vec<(Pid, usize)> = self.workers.drain().collect();
+        let old_workers = std::mem::take(&mut self.workers);
         for (pid, slot) in old_workers {
             self.retiring.push(pid);
             // Not SIGTERM: a retiring worker lets its clients finish their
@@ -204,7 +204,12 @@ impl Supervisor {
     }
 
     fn signal_all(&self, sig: Signal) {
-        for pid in self.workers.keys().chain(self.retiring.iter()) {
+        for pid in self
+            .workers
+            .iter()
+            .map(|(p, _)| p)
+            .chain(self.retiring.iter())
+        {
             let _ = kill(*pid, sig);
         }
     }
