@@ -116,11 +116,7 @@ impl Conn {
             };
             self.served += 1;
             let keep_alive = match plan {
-                Plan::Respond(x) => {
-                    let keep_alive = x.meta.keep_alive;
-                    self.exchange(x).await?;
-                    keep_alive
-                }
+                Plan::Respond(x) => self.exchange(x).await?,
                 Plan::Cgi(job, meta) => self.run_script(*job, meta).await?,
                 Plan::Verify(_) => false,
             };
@@ -184,7 +180,8 @@ impl Conn {
         }))
     }
 
-    async fn exchange(&mut self, x: Exchange) -> Result<(), End> {
+    /// Answers a routed request; returns whether the connection goes on.
+    async fn exchange(&mut self, x: Exchange) -> Result<bool, End> {
         let Exchange { response, mut meta } = x;
         self.consume(meta.head_len);
         if let RequestBody::Length(n) = meta.body {
@@ -202,7 +199,7 @@ impl Conn {
         self.respond(response, meta.version, meta.keep_alive, meta.head_only)
             .await?;
         self.log_access(&meta, status, bytes);
-        Ok(())
+        Ok(meta.keep_alive)
     }
 
     fn log_access(&self, meta: &Meta, status: u16, bytes: u64) {
@@ -374,14 +371,27 @@ impl Conn {
                 out.extend_from_slice(&bytes);
                 self.sock().send_all(out).await
             }
-            Body::File { file, offset, len } if out.len() as u64 + len <= OUT_BUF as u64 => {
+            Body::File {
+                bytes: Some(bytes),
+                offset,
+                len,
+                ..
+            } if out.len() as u64 + len <= OUT_BUF as u64 => {
+                out.extend_from_slice(&bytes[offset as usize..(offset + len) as usize]);
+                self.sock().send_all(out).await
+            }
+            Body::File {
+                file, offset, len, ..
+            } if out.len() as u64 + len <= OUT_BUF as u64 => {
                 let head = out.len();
                 out.resize(head + len as usize, 0);
                 // A file cut short since it was opened: close rather than send a wrong length.
                 file.read_exact_at(&mut out[head..], offset)?;
                 self.sock().send_all(out).await
             }
-            Body::File { file, offset, len } => {
+            Body::File {
+                file, offset, len, ..
+            } => {
                 self.sock().send_head_more(out).await?;
                 self.sock().send_file(&file, offset, len).await
             }

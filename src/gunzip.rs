@@ -5,12 +5,13 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::rc::Rc;
 
 use miniz_oxide::inflate::stream::{InflateState, inflate};
 use miniz_oxide::{DataFormat, MZError, MZFlush, MZStatus};
 
 pub struct Gunzip {
-    file: File,
+    file: Rc<File>,
     /// Next compressed byte to read.
     pos: u64,
     /// Where the deflate data ends (the 8-byte trailer follows).
@@ -29,7 +30,7 @@ fn invalid(what: &str) -> io::Error {
 impl Gunzip {
     /// Checks the gzip header; returns the stream and the uncompressed size
     /// from the trailer (ISIZE, exact below 4 GiB).
-    pub fn open(file: File, len: u64) -> io::Result<(Gunzip, u64)> {
+    pub fn open(file: Rc<File>, len: u64) -> io::Result<(Gunzip, u64)> {
         if len < 18 {
             return Err(invalid("too short"));
         }
@@ -165,7 +166,7 @@ mod tests {
         for name in [false, true] {
             let f = gz(&data, name);
             let len = f.metadata().unwrap().len();
-            let (mut g, size) = Gunzip::open(f, len).unwrap();
+            let (mut g, size) = Gunzip::open(Rc::new(f), len).unwrap();
             assert_eq!(size, data.len() as u64);
             let mut out = Vec::new();
             let mut buf = [0u8; 16384];
@@ -185,6 +186,6 @@ mod tests {
         let path = std::env::temp_dir().join(format!("marmoset-notgz-{}", std::process::id()));
         std::fs::write(&path, b"this is plain text, not gzip at all").unwrap();
         let f = File::open(&path).unwrap();
-        assert!(Gunzip::open(f, 35).is_err());
+        assert!(Gunzip::open(Rc::new(f), 35).is_err());
     }
 }

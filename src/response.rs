@@ -1,6 +1,7 @@
 //! A response as the router decides it, and how its head is written.
 
 use std::fs::File;
+use std::rc::Rc;
 
 use crate::gunzip::Gunzip;
 use crate::request::Version;
@@ -12,8 +13,14 @@ pub enum Body {
     Empty,
     /// The built-in page for the status (`<h1>404 Not Found</h1>`).
     StatusPage,
-    /// `len` bytes of `file` from `offset`.
-    File { file: File, offset: u64, len: u64 },
+    /// `len` bytes of `file` from `offset`; `bytes` is the whole file when
+    /// the cache keeps it in memory.
+    File {
+        file: Rc<File>,
+        bytes: Option<Rc<[u8]>>,
+        offset: u64,
+        len: u64,
+    },
     /// Text made for this response (directory listings).
     Owned(Vec<u8>),
     /// A CGI script's output, framed by the CGI code itself.

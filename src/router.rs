@@ -189,19 +189,18 @@ fn challenge(site: &Site, realm: &'static str, name: &str) -> Response {
 /// Serves a file, or its best precompressed variant.
 fn serve(site: &Site, req: &Request<'_>, original: Opened, enc: Encodings) -> Response {
     let (chosen, has_variants) = variant(site, &original, enc);
-    let name = original.name.clone();
     let mut r = match chosen {
         Some((coding, v)) => {
-            let mut r = representation(req, v.file, &v.meta, &name);
+            let mut r = representation(req, v, &original.name);
             r.add_header("Content-Encoding", coding);
             r
         }
-        None => representation(req, original.file, &original.meta, &name),
+        None => representation(req, original.clone_parts(), &original.name),
     };
     if has_variants {
         r.add_header("Vary", "Accept-Encoding");
     }
-    finish(site, r, &name)
+    finish(site, r, &original.name)
 }
 
 /// The best variant the client takes (`X.br` before `X.gz`), and whether the
@@ -216,7 +215,7 @@ fn variant(
         let Some(name) = static_files::with_suffix(&original.name, suffix) else {
             continue;
         };
-        let Ok(v) = site.root.open_file(&name) else {
+        let Ok(v) = site.root.open_variant(&name) else {
             continue;
         };
         // Whole seconds: tools that copy the original's time (brotli, touch -r on
@@ -237,10 +236,10 @@ fn variant(
 fn gz_only(site: &Site, req: &Request<'_>, name: &str, enc: Encodings) -> Option<Response> {
     let gz = site
         .root
-        .open_file(&static_files::with_suffix(name, ".gz")?)
+        .open_variant(&static_files::with_suffix(name, ".gz")?)
         .ok()?;
     let mut r = if enc.gzip {
-        let mut r = representation(req, gz.file, &gz.meta, name);
+        let mut r = representation(req, gz, name);
         r.add_header("Content-Encoding", "gzip");
         r
     } else {
@@ -282,16 +281,11 @@ fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
     r
 }
 
-/// One file as a response: validators, conditions, range.
-fn representation(
-    req: &Request<'_>,
-    file: std::fs::File,
-    meta: &std::fs::Metadata,
-    name: &str,
-) -> Response {
-    let len = meta.len();
-    let (secs, nanos) = static_files::mtime(meta);
-    let validators = Validators::new(meta.ino(), len, secs, nanos);
+/// One file as a response: validators, conditions, range. `name` gives the type.
+fn representation(req: &Request<'_>, f: Opened, name: &str) -> Response {
+    let len = f.meta.len();
+    let (secs, nanos) = static_files::mtime(&f.meta);
+    let validators = Validators::new(f.meta.ino(), len, secs, nanos);
     match conditional::evaluate(&conditions(req), &validators) {
         conditional::Outcome::Proceed => {}
         conditional::Outcome::NotModified => return not_modified(validators),
@@ -308,23 +302,11 @@ fn representation(
         ),
         _ => Ranged::Full,
     };
-    let (status, body, content_range) = match ranged {
-        Ranged::Full => (
-            Status::Ok,
-            Body::File {
-                file,
-                offset: 0,
-                len,
-            },
-            None,
-        ),
+    let (status, (offset, part), content_range) = match ranged {
+        Ranged::Full => (Status::Ok, (0, len), None),
         Ranged::Part(first, last) => (
             Status::PartialContent,
-            Body::File {
-                file,
-                offset: first,
-                len: last - first + 1,
-            },
+            (first, last - first + 1),
             Some(ContentRange::Part {
                 first,
                 last,
@@ -337,7 +319,15 @@ fn representation(
             return r;
         }
     };
-    let mut r = Response::new(status, body);
+    let mut r = Response::new(
+        status,
+        Body::File {
+            file: f.file,
+            bytes: f.body,
+            offset,
+            len: part,
+        },
+    );
     r.content_type = Some(mime::for_name(name));
     r.last_modified = Some(secs);
     r.etag = Some(validators.etag);
@@ -392,6 +382,7 @@ fn error(site: &Site, status: Status, path: &str) -> Response {
                 Body::File {
                     len: page.meta.len(),
                     file: page.file,
+                    bytes: page.body,
                     offset: 0,
                 },
             );

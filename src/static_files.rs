@@ -7,6 +7,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::Instant;
 
 use nix::errno::Errno;
@@ -14,23 +15,45 @@ use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat, openat2};
 use nix::sys::stat::Mode;
 
 use crate::config::Symlinks;
+use crate::file_cache::{CachedFile, FileCache, Hit};
 use crate::limits::MAX_PATH;
 use crate::path::CleanPath;
 use crate::status::Status;
 
 /// An open regular file and what we know of it.
-#[derive(Debug)]
 pub struct Opened {
-    pub file: File,
+    pub file: Rc<File>,
     pub meta: std::fs::Metadata,
+    /// The whole content, when the file is small enough to be kept in memory.
+    pub body: Option<Rc<[u8]>>,
     /// The path served, relative to the root (an index file adds its name).
     pub name: heapless::String<MAX_PATH>,
+}
+
+impl Opened {
+    /// The same file again (the name is not needed twice).
+    pub fn clone_parts(&self) -> Opened {
+        Opened {
+            file: self.file.clone(),
+            meta: self.meta.clone(),
+            body: self.body.clone(),
+            name: heapless::String::new(),
+        }
+    }
+
+    fn new(c: CachedFile, name: heapless::String<MAX_PATH>) -> Opened {
+        Opened {
+            file: c.file,
+            meta: c.meta,
+            body: c.body,
+            name,
+        }
+    }
 }
 
 // The file variant carries its name inline (no allocation per request); it is
 // moved once, so its size does not matter.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
 pub enum Lookup {
     File(Opened),
     /// A directory asked for without its trailing slash.
@@ -48,6 +71,7 @@ pub struct Root {
     dir: RefCell<Option<(OwnedFd, Instant)>>,
     /// Whether the kernel has openat2 (Linux 5.6+); older kernels get the fallback check.
     has_openat2: std::cell::Cell<bool>,
+    cache: FileCache,
 }
 
 impl Root {
@@ -57,6 +81,7 @@ impl Root {
             symlinks,
             dir: RefCell::new(None),
             has_openat2: std::cell::Cell::new(true),
+            cache: FileCache::default(),
         }
     }
 
@@ -69,13 +94,7 @@ impl Root {
         };
         let rel = if path.is_root() { "." } else { path.as_str() };
         match self.open_regular(dir, rel) {
-            Ok(Found::File(file, meta)) => {
-                return Lookup::File(Opened {
-                    file,
-                    meta,
-                    name: name_of(path.as_str()),
-                });
-            }
+            Ok(Found::File(c)) => return Lookup::File(Opened::new(c, name_of(path.as_str()))),
             Ok(Found::Dir) => {}
             Ok(Found::Other) => return Lookup::Missing(Status::NotFound),
             Err(status) => return Lookup::Missing(status),
@@ -88,13 +107,7 @@ impl Root {
                 return Lookup::Missing(Status::UriTooLong);
             };
             match self.open_regular(dir, &full) {
-                Ok(Found::File(file, meta)) => {
-                    return Lookup::File(Opened {
-                        file,
-                        meta,
-                        name: full,
-                    });
-                }
+                Ok(Found::File(c)) => return Lookup::File(Opened::new(c, full)),
                 Ok(_) | Err(Status::NotFound) => continue,
                 Err(status) => return Lookup::Missing(status),
             }
@@ -102,19 +115,36 @@ impl Root {
         Lookup::DirWithoutIndex
     }
 
-    /// Opens one regular file by its clean relative name (variants, error
-    /// pages, the SPA fallback); anything else is NotFound.
+    /// Opens one regular file by its clean relative name (error pages, the
+    /// SPA fallback, CGI scripts); anything else is NotFound.
     pub fn open_file(&self, rel: &str) -> Result<Opened, Status> {
+        self.open_named(rel, false)
+    }
+
+    /// Opens a precompressed variant (`X.br`, `X.gz`); its absence is
+    /// remembered for a second, since most files have none.
+    pub fn open_variant(&self, rel: &str) -> Result<Opened, Status> {
+        self.open_named(rel, true)
+    }
+
+    fn open_named(&self, rel: &str, remember_absence: bool) -> Result<Opened, Status> {
         self.refresh();
         let slot = self.dir.borrow();
         let (dir, _) = slot.as_ref().ok_or(Status::NotFound)?;
-        match self.open_regular(dir, rel)? {
-            Found::File(file, meta) => Ok(Opened {
-                file,
-                meta,
-                name: name_of(rel),
-            }),
-            Found::Dir | Found::Other => Err(Status::NotFound),
+        if remember_absence {
+            if let Hit::Absent = self.cache.get(dir, rel) {
+                return Err(Status::NotFound);
+            }
+        }
+        match self.open_regular(dir, rel) {
+            Ok(Found::File(c)) => Ok(Opened::new(c, name_of(rel))),
+            Ok(Found::Dir | Found::Other) | Err(Status::NotFound) => {
+                if remember_absence {
+                    self.cache.put_absent(rel);
+                }
+                Err(Status::NotFound)
+            }
+            Err(status) => Err(status),
         }
     }
 
@@ -137,6 +167,9 @@ impl Root {
     }
 
     fn open_regular(&self, dir: &OwnedFd, rel: &str) -> Result<Found, Status> {
+        if let Hit::File(c) = self.cache.get(dir, rel) {
+            return Ok(Found::File(c));
+        }
         // O_NONBLOCK: opening a FIFO someone left in the root must not hang the worker.
         let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK;
         let fd = match self.symlinks {
@@ -149,7 +182,7 @@ impl Root {
             .metadata()
             .map_err(|e| errno_status(Errno::from_raw(e.raw_os_error().unwrap_or(0))))?;
         if meta.is_file() {
-            Ok(Found::File(file, meta))
+            Ok(Found::File(self.cache.put_file(rel, file, meta)))
         } else if meta.is_dir() {
             Ok(Found::Dir)
         } else {
@@ -183,7 +216,7 @@ impl Root {
 }
 
 enum Found {
-    File(File, std::fs::Metadata),
+    File(CachedFile),
     Dir,
     Other,
 }

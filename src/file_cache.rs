@@ -1,0 +1,185 @@
+//! A small per-worker cache of opened files, so that a hot file costs one
+//! stat(2) per request instead of open, fstat, two variant probes and a read.
+//!
+//! Every hit is checked against the file's current fingerprint (device,
+//! inode, size, mtime and ctime, to the nanosecond), so a changed, replaced,
+//! truncated or re-permissioned file is reopened at once. Only the absence of
+//! a precompressed variant (`X.br`, `X.gz`) is remembered for a second:
+//! a variant added later is found within that second.
+
+use std::cell::RefCell;
+use std::fs::{File, Metadata};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use nix::fcntl::AtFlags;
+use nix::sys::stat::{FileStat, fstatat};
+
+/// Entries kept per worker.
+const ENTRIES: usize = 64;
+/// Files up to this size are kept in memory (the UI's HTML, CSS and JS).
+pub const SMALL_BODY: u64 = 12 * 1024;
+/// Memory for kept bodies, per worker.
+const BODY_BUDGET: usize = 256 * 1024;
+/// How long "this variant does not exist" is believed.
+const ABSENT_FOR: Duration = Duration::from_secs(1);
+
+/// What identifies one version of a file.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Fingerprint {
+    dev: u64,
+    ino: u64,
+    size: i64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Fingerprint {
+    fn of_meta(m: &Metadata) -> Fingerprint {
+        Fingerprint {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size() as i64,
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+
+    // stat field types differ between targets (32-bit glibc, musl).
+    #[allow(clippy::unnecessary_cast)]
+    fn of_stat(s: &FileStat) -> Fingerprint {
+        Fingerprint {
+            dev: s.st_dev as u64,
+            ino: s.st_ino as u64,
+            size: s.st_size as i64,
+            mtime: (s.st_mtime as i64, s.st_mtime_nsec as i64),
+            ctime: (s.st_ctime as i64, s.st_ctime_nsec as i64),
+        }
+    }
+}
+
+/// A cached regular file: shared descriptor, metadata, and the bytes if small.
+#[derive(Clone)]
+pub struct CachedFile {
+    pub file: Rc<File>,
+    pub meta: Metadata,
+    pub body: Option<Rc<[u8]>>,
+}
+
+// Entries are few (64): the size of the common variant does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Kind {
+    File(CachedFile, Fingerprint),
+    Absent(Instant),
+}
+
+struct Entry {
+    rel: Box<str>,
+    kind: Kind,
+}
+
+/// What the cache knows about a name.
+pub enum Hit {
+    File(CachedFile),
+    Absent,
+    /// Not known, or changed: open it.
+    Miss,
+}
+
+#[derive(Default)]
+pub struct FileCache {
+    entries: RefCell<Vec<Entry>>,
+    body_bytes: std::cell::Cell<usize>,
+}
+
+impl FileCache {
+    /// Looks `rel` up, checking a cached file against what is on disk now.
+    pub fn get(&self, dir: &OwnedFd, rel: &str) -> Hit {
+        let mut entries = self.entries.borrow_mut();
+        let Some(i) = entries.iter().position(|e| &*e.rel == rel) else {
+            return Hit::Miss;
+        };
+        let current = match &entries[i].kind {
+            Kind::Absent(since) if since.elapsed() < ABSENT_FOR => return Hit::Absent,
+            Kind::Absent(_) => None,
+            Kind::File(cached, fp) => match fstatat(dir, rel, AtFlags::empty()) {
+                Ok(st) if Fingerprint::of_stat(&st) == *fp => Some(cached.clone()),
+                _ => None,
+            },
+        };
+        match current {
+            Some(cached) => {
+                // Keep hot entries near the front, where the search starts.
+                if i > 0 {
+                    entries.swap(i, i - 1);
+                }
+                Hit::File(cached)
+            }
+            None => {
+                let gone = entries.remove(i);
+                self.forget_body(&gone);
+                Hit::Miss
+            }
+        }
+    }
+
+    /// Remembers a file just opened (and its bytes, if small and within budget).
+    pub fn put_file(&self, rel: &str, file: File, meta: Metadata) -> CachedFile {
+        let fp = Fingerprint::of_meta(&meta);
+        let len = meta.len();
+        let body = (len <= SMALL_BODY && self.body_bytes.get() + len as usize <= BODY_BUDGET)
+            .then(|| {
+                let mut bytes = vec![0u8; len as usize];
+                file.read_exact_at(&mut bytes, 0)
+                    .ok()
+                    .map(|()| Rc::<[u8]>::from(bytes))
+            })
+            .flatten();
+        if let Some(b) = &body {
+            self.body_bytes.set(self.body_bytes.get() + b.len());
+        }
+        let cached = CachedFile {
+            file: Rc::new(file),
+            meta,
+            body,
+        };
+        self.insert(Entry {
+            rel: rel.into(),
+            kind: Kind::File(cached.clone(), fp),
+        });
+        cached
+    }
+
+    /// Remembers that a variant name does not exist, for a second.
+    pub fn put_absent(&self, rel: &str) {
+        self.insert(Entry {
+            rel: rel.into(),
+            kind: Kind::Absent(Instant::now()),
+        });
+    }
+
+    fn insert(&self, entry: Entry) {
+        let mut entries = self.entries.borrow_mut();
+        if let Some(i) = entries.iter().position(|e| e.rel == entry.rel) {
+            let old = entries.remove(i);
+            self.forget_body(&old);
+        }
+        if entries.len() >= ENTRIES {
+            if let Some(old) = entries.pop() {
+                self.forget_body(&old);
+            }
+        }
+        // New entries go in the middle: a burst of new names cannot push out the hot ones.
+        let at = entries.len() / 2;
+        entries.insert(at, entry);
+    }
+
+    fn forget_body(&self, e: &Entry) {
+        if let Kind::File(CachedFile { body: Some(b), .. }, _) = &e.kind {
+            self.body_bytes
+                .set(self.body_bytes.get().saturating_sub(b.len()));
+        }
+    }
+}
