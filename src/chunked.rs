@@ -13,8 +13,21 @@ enum State {
     Size {
         digits: u8,
     },
-    /// In a chunk extension, up to the CR.
-    Extension,
+    /// Chunk extensions (RFC 9112 section 7.1.1), checked, then ignored:
+    /// after `;` (optional whitespace, then a name)...
+    ExtStart,
+    ExtName,
+    /// ...after the name (whitespace, then `=`, `;` or the CR)...
+    ExtAfterName,
+    /// ...after `=` (whitespace, then a token or a quoted string)...
+    ExtValueStart,
+    ExtToken,
+    ExtQuoted,
+    ExtQuotedEscape,
+    /// ...after a value (whitespace, then `;` or the CR).
+    ExtAfterValue,
+    /// Whitespace after the size: only a `;` may follow (BWS before an extension).
+    SizeBws,
     /// After the size line's CR.
     SizeLf,
     /// Inside chunk data, `left` bytes to go.
@@ -35,6 +48,11 @@ enum State {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Malformed;
+
+/// A token character (RFC 9110 section 5.6.2).
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
 
 pub struct Decoder {
     state: State,
@@ -94,10 +112,31 @@ impl Decoder {
                 self.size = self.size << 4 | u64::from((b as char).to_digit(16).unwrap_or(0));
                 Size { digits: digits + 1 }
             }
-            (Size { digits }, b';') if digits > 0 => Extension,
+            (Size { digits }, b';') if digits > 0 => ExtStart,
+            (Size { digits }, b' ' | b'\t') if digits > 0 => SizeBws,
+            (SizeBws, b' ' | b'\t') => SizeBws,
+            (SizeBws, b';') => ExtStart,
             (Size { digits }, b'\r') if digits > 0 => SizeLf,
-            (Extension, b'\r') => SizeLf,
-            (Extension, b) if b == b'\t' || (0x20..0x7f).contains(&b) || b >= 0x80 => Extension,
+            (ExtStart, b' ' | b'\t') => ExtStart,
+            (ExtStart | ExtName, b) if is_tchar(b) => ExtName,
+            (ExtName | ExtAfterName, b' ' | b'\t') => ExtAfterName,
+            (ExtName | ExtAfterName, b'=') => ExtValueStart,
+            (ExtName | ExtAfterName | ExtAfterValue, b';') => ExtStart,
+            (ExtName | ExtAfterName | ExtAfterValue, b'\r') => SizeLf,
+            (ExtValueStart, b' ' | b'\t') => ExtValueStart,
+            (ExtValueStart, b'"') => ExtQuoted,
+            (ExtValueStart | ExtToken, b) if is_tchar(b) => ExtToken,
+            (ExtToken | ExtAfterValue, b' ' | b'\t') => ExtAfterValue,
+            (ExtToken, b';') => ExtStart,
+            (ExtToken, b'\r') => SizeLf,
+            (ExtQuoted, b'"') => ExtAfterValue,
+            (ExtQuoted, b'\\') => ExtQuotedEscape,
+            (ExtQuoted, b) if b == b'\t' || b == b' ' || (0x21..0x7f).contains(&b) || b >= 0x80 => {
+                ExtQuoted
+            }
+            (ExtQuotedEscape, b) if b == b'\t' || (0x20..0x7f).contains(&b) || b >= 0x80 => {
+                ExtQuoted
+            }
             (SizeLf, b'\n') => {
                 self.line = 0;
                 let size = std::mem::take(&mut self.size);
@@ -182,6 +221,11 @@ mod tests {
             b"5 \r\nhello\r\n",
             b"0\r\nX: a\nb\r\n\r\n",
             b"1;a\0b\r\nx\r\n",
+            b"1;\r\nx\r\n0\r\n\r\n",
+            b"1;a=\"b\r\nx\r\n0\r\n\r\n",
+            b"1;=b\r\nx\r\n0\r\n\r\n",
+            b"1;a=\r\nx\r\n0\r\n\r\n",
+            b"1;a b\r\nx\r\n0\r\n\r\n",
         ] {
             let mut d = Decoder::default();
             assert_eq!(

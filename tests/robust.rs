@@ -267,11 +267,11 @@ struct Probe {
     rfc: Rfc,
     /// Refusing is also right (the RFC allows it, or the input is dubious).
     may_refuse: bool,
-    /// A known server bug makes this row fail on static paths, on CGI paths.
+    /// A server bug this row once found, on static paths and on CGI paths.
     bugs: (Option<&'static str>, Option<&'static str>),
 }
 
-/// Known bug: see the `#[ignore]` of `known_smuggling_bugs`.
+/// Bugs these rows found (fixed; `formerly_failing_probes_stay_fixed` keeps them so).
 const BUG_CLOSE: &str = "static path answers `Connection: close` but parses the unread body";
 const BUG_EXT: &str = "chunk extensions are not checked";
 
@@ -828,16 +828,10 @@ fn smuggling_probes_are_refused_or_read_as_rfc_9112_says() {
     );
 }
 
-/// The rows that fail today, by bug. Run with `--ignored` to see them.
+/// The rows that once failed (the bugs named in `bugs`, both fixed): they
+/// must stay fixed.
 #[test]
-#[ignore = "BUG: on a static path, a request with `Transfer-Encoding: chunked` (or \
-            `Expect: 100-continue` and a body) gets its answer with `Connection: close`, \
-            but the connection is not closed: the unread body is parsed as the next \
-            request, so `GET /index.html` + TE chunked + body `GET /smuggled ...` \
-            gets /smuggled answered (RFC 9112 9.6: no further requests after close). \
-            Minor: chunk extensions are not checked (`23;` and `23;a=\"b` are accepted \
-            on CGI paths; RFC 9112 7.1.1 grammar needs a token name and a closed quote)"]
-fn known_smuggling_bugs() {
+fn formerly_failing_probes_stay_fixed() {
     let (ran, failures) = run_probes(|p, t| known_bug(p, t).is_some());
     assert!(
         failures.is_empty(),
