@@ -431,9 +431,13 @@ impl Conn {
             return false;
         }
         let readable = async {
-            within(limit, self.stream.readable())
-                .await
-                .is_some_and(|r| r.is_ok())
+            within(
+                &self.w.deadlines,
+                Instant::now() + limit,
+                self.stream.readable(),
+            )
+            .await
+            .is_some_and(|r| r.is_ok())
         };
         // A retiring worker keeps idle connections: their next request is
         // answered with `Connection: close`. Only a stop closes them now.
@@ -455,6 +459,7 @@ impl Conn {
             stream: &self.stream,
             send_timeout: self.w.config.send_timeout,
             peer: self.peer,
+            deadlines: &self.w.deadlines,
         };
         let n = sock.read_some(&mut buf[self.len..], deadline).await?;
         self.len += n;
@@ -508,6 +513,7 @@ impl Conn {
             stream: &self.stream,
             send_timeout: self.w.config.send_timeout,
             peer: self.peer,
+            deadlines: &self.w.deadlines,
         }
     }
 

@@ -17,6 +17,7 @@ pub mod clock;
 pub mod conditional;
 pub mod config;
 pub mod conn;
+pub mod deadline;
 pub mod file_cache;
 pub mod gunzip;
 pub mod httpdate;

@@ -7,9 +7,9 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use async_io::Timer;
 use futures_lite::future;
 
+use crate::deadline::Deadlines;
 use crate::sys;
 use crate::worker::Stream;
 
@@ -33,6 +33,7 @@ pub struct Sock<'a> {
     pub stream: &'a Stream,
     pub send_timeout: Duration,
     pub peer: SocketAddr,
+    pub deadlines: &'a Deadlines,
 }
 
 impl Sock<'_> {
@@ -89,7 +90,8 @@ impl Sock<'_> {
     }
 
     async fn writable(&self) -> Result<(), End> {
-        match within(self.send_timeout, self.stream.writable()).await {
+        let at = Instant::now() + self.send_timeout;
+        match within(self.deadlines, at, self.stream.writable()).await {
             Some(ready) => ready.map_err(End::from),
             None => {
                 log::debug!(
@@ -108,8 +110,7 @@ impl Sock<'_> {
             match self.stream.get_ref().read(buf) {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    within(left, self.stream.readable())
+                    within(self.deadlines, deadline, self.stream.readable())
                         .await
                         .ok_or(End::Timeout)??;
                 }
@@ -120,10 +121,14 @@ impl Sock<'_> {
     }
 }
 
-/// Runs `fut` for at most `limit`.
-pub async fn within<T>(limit: Duration, fut: impl Future<Output = T>) -> Option<T> {
+/// Runs `fut` until `at` at most.
+pub async fn within<T>(
+    deadlines: &Deadlines,
+    at: Instant,
+    fut: impl Future<Output = T>,
+) -> Option<T> {
     future::or(async { Some(fut.await) }, async {
-        Timer::after(limit).await;
+        deadlines.until(at).await;
         None
     })
     .await

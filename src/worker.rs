@@ -20,6 +20,7 @@ use crate::buffers::Pool;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::conn;
+use crate::deadline::Deadlines;
 use crate::limits::ACCEPT_BACKOFF;
 use crate::notify::Notify;
 use crate::router::Site;
@@ -30,6 +31,7 @@ pub struct Worker {
     pub config: &'static Config,
     pub site: Site,
     pub clock: Clock,
+    pub deadlines: Deadlines,
     pub pool: Pool,
     pub access_log: RefCell<AccessLog>,
     active: Cell<usize>,
@@ -89,6 +91,7 @@ pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, workers: usize) -> 
         config,
         site: Site::new(config),
         clock: Clock::default(),
+        deadlines: Deadlines::default(),
         pool: Pool::default(),
         access_log: RefCell::new(AccessLog::open(&config.access_log)),
         active: Cell::new(0),
@@ -119,6 +122,7 @@ async fn serve(w: &'static Worker, ex: Rc<LocalExecutor<'static>>, listeners: Ve
             return 1;
         }
     };
+    ex.spawn(w.deadlines.tick()).detach();
     for fd in listeners {
         match Async::new(TcpListener::from(fd)) {
             Ok(l) => ex.spawn(accept_loop(w, ex.clone(), l)).detach(),

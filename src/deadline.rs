@@ -1,0 +1,129 @@
+//! Coarse deadlines for a worker's waits (head, keep-alive, send, CGI).
+//!
+//! An async-io `Timer` per wait costs a reactor notification (an eventfd
+//! write, a futex wake and a timerfd update: four system calls) on every
+//! request. Here a wait only takes a slot in a table; one ticker task, alive
+//! while anything waits, wakes the waits whose deadline has passed. A
+//! deadline fires up to `TICK` late, which is nothing next to timeouts
+//! counted in seconds.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use async_io::Timer;
+
+use crate::notify::Notify;
+
+/// How late a deadline may fire.
+pub const TICK: Duration = Duration::from_millis(250);
+
+struct Slot {
+    at: Instant,
+    waker: Option<Waker>,
+}
+
+#[derive(Default)]
+pub struct Deadlines {
+    slots: RefCell<Vec<Option<Slot>>>,
+    free: RefCell<Vec<usize>>,
+    waiting: Cell<usize>,
+    /// Wakes the ticker when the first wait arrives.
+    first: Notify,
+}
+
+impl Deadlines {
+    /// Resolves once `at` has passed.
+    pub fn until(&self, at: Instant) -> Expiry<'_> {
+        Expiry {
+            table: self,
+            at,
+            slot: None,
+        }
+    }
+
+    /// Wakes expired waits; runs for the worker's lifetime, idle when nothing waits.
+    pub async fn tick(&self) {
+        loop {
+            while self.waiting.get() == 0 {
+                self.first.notified().await;
+            }
+            Timer::after(TICK).await;
+            let now = Instant::now();
+            let due: Vec<Waker> = self
+                .slots
+                .borrow_mut()
+                .iter_mut()
+                .flatten()
+                .filter(|s| s.at <= now)
+                .filter_map(|s| s.waker.take())
+                .collect();
+            due.into_iter().for_each(Waker::wake);
+        }
+    }
+
+    fn register(&self, at: Instant, waker: &Waker) -> usize {
+        self.waiting.set(self.waiting.get() + 1);
+        if self.waiting.get() == 1 {
+            self.first.notify_all();
+        }
+        let slot = Some(Slot {
+            at,
+            waker: Some(waker.clone()),
+        });
+        let mut slots = self.slots.borrow_mut();
+        match self.free.borrow_mut().pop() {
+            Some(i) => {
+                slots[i] = slot;
+                i
+            }
+            None => {
+                slots.push(slot);
+                slots.len() - 1
+            }
+        }
+    }
+
+    fn release(&self, i: usize) {
+        if let Some(s) = self.slots.borrow_mut().get_mut(i) {
+            *s = None;
+        }
+        self.free.borrow_mut().push(i);
+        self.waiting.set(self.waiting.get() - 1);
+    }
+}
+
+pub struct Expiry<'a> {
+    table: &'a Deadlines,
+    at: Instant,
+    slot: Option<usize>,
+}
+
+impl Future for Expiry<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.at {
+            return Poll::Ready(());
+        }
+        match self.slot {
+            None => self.slot = Some(self.table.register(self.at, cx.waker())),
+            Some(i) => {
+                if let Some(Some(s)) = self.table.slots.borrow_mut().get_mut(i) {
+                    s.waker = Some(cx.waker().clone());
+                }
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Expiry<'_> {
+    fn drop(&mut self) {
+        if let Some(i) = self.slot {
+            self.table.release(i);
+        }
+    }
+}
