@@ -63,7 +63,15 @@ pub fn parse(s: &[u8]) -> Option<u64> {
         se = parts.next()?.parse().ok()?;
         year = parts.next()?.parse().ok()?;
     }
-    if parts.next().is_some() || !(1..=31).contains(&day) || h > 23 || mi > 59 || se > 60 {
+    // All three formats have four-digit years (RFC 850's two are widened above);
+    // a longer one would overflow the arithmetic below.
+    if parts.next().is_some()
+        || year > 9999
+        || !(1..=31).contains(&day)
+        || h > 23
+        || mi > 59
+        || se > 60
+    {
         return None;
     }
     let days = days_from_civil(year, month, day);
@@ -133,6 +141,11 @@ mod tests {
             "Sun, 06 Nov 1994 08:49:37",
             "Sun, 32 Nov 1994 08:49:37 GMT",
             "Sun, 06 Nov 1994 25:49:37 GMT",
+            // Found by fuzz/range_conditional: years this long overflowed.
+            "99CCC Nov 3 0:4:7 914057405840",
+            "Sun, 06 Nov 99999999999999 08:49:37 GMT",
+            "Sun, 06 Nov 9223372036854775807 08:49:37 GMT",
+            "Sun, 06 Nov 10000 08:49:37 GMT",
         ] {
             assert_eq!(parse(s.as_bytes()), None, "{s}");
         }
@@ -140,7 +153,14 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        for t in [0u64, 1, 86_399, 1_700_000_000, 4_102_444_800] {
+        for t in [
+            0u64,
+            1,
+            86_399,
+            1_700_000_000,
+            4_102_444_800,
+            253_402_300_799,
+        ] {
             assert_eq!(parse(&format(t)), Some(t));
         }
     }
