@@ -46,7 +46,7 @@ AGG = os.environ.get("BENCH_AGG", "median")
 SERVERS = os.environ.get("BENCH_SERVERS", "nginx lighttpd h2o marmoset").split()
 CPUS = len(os.sched_getaffinity(0))
 TARGET_DIR = os.path.abspath(os.path.join(REPO, os.environ.get("CARGO_TARGET_DIR") or "target"))
-MARMOSET_BIN = os.environ.get("MARMOSET_BIN") or os.path.join(TARGET_DIR, "release", "marmoset")
+MARMOSET_BIN = os.environ.get("MARMOSET_BIN") or os.path.join(TARGET_DIR, "x86_64-unknown-linux-musl", "release", "marmoset")
 PYTHON = sys.executable or "python3"
 
 # test sizes: full run / smoke run

@@ -58,8 +58,10 @@ fi
 # ---- marmoset ----------------------------------------------------------------
 if [ -z "${MARMOSET_BIN:-}" ]; then
     if command -v cargo >/dev/null; then
-        say "cargo build --release (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target})"
-        if ! (cd "$repo" && cargo build --release >&2); then
+        # The binary devices get: static musl (no shared libc pages in its RSS).
+        say "cargo build --release --target x86_64-unknown-linux-musl (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target})"
+        rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl >&2
+        if ! (cd "$repo" && cargo build --release --locked --target x86_64-unknown-linux-musl >&2); then
             say "marmoset build FAILED: benchmarking the peers only"
             export BENCH_MARMOSET_UNAVAILABLE="cargo build --release failed"  # don't run a stale binary
         fi

@@ -92,7 +92,7 @@ stage_robust() {
 
 # A 2-second benchmark so the script does not rot; it asserts no speed.
 stage_bench() {
-	BENCH_SMOKE=1 MARMOSET_BIN=target/release/marmoset bench/run.sh
+	BENCH_SMOKE=1 bench/run.sh
 }
 
 stages=(lint unit ui release init browser cross armv7_musl qemu fuzz robust bench)
