@@ -28,7 +28,7 @@ use crate::worker::Worker;
 /// The PATH scripts get: fixed, so the client cannot choose what runs.
 const SCRIPT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Settings {
     pub prefixes: Vec<String>,
     /// Extension (with its dot) to interpreter.

@@ -28,7 +28,7 @@ pub enum Symlinks {
     Anywhere,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Config {
     pub listen: Vec<SocketAddr>,
     pub root: PathBuf,

@@ -77,7 +77,7 @@ pub struct Redirect {
     pub status: Status,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Rules {
     /// First match wins: the config's rules, then the defaults.
     pub cache: Vec<(Pattern, Option<String>)>,

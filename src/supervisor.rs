@@ -114,7 +114,8 @@ impl Supervisor {
         // consistent copy of the process.
         match unsafe { fork() }? {
             ForkResult::Child => {
-                let config: &'static Config = Box::leak(Box::new(self.config.clone()));
+                // The child's copy of the supervisor is not used again: take its config.
+                let config: &'static Config = Box::leak(Box::new(std::mem::take(&mut self.config)));
                 let mine = std::mem::take(&mut self.sockets[slot]);
                 // The other slots' sockets belong to the other workers.
                 self.sockets.clear();
