@@ -70,6 +70,15 @@ stage_cross() {
 	return $rc
 }
 
+# The flash budget (issue 7): the default aarch64 build, stripped, at most 600 KiB.
+stage_size() {
+	local bin=${CARGO_TARGET_DIR:-target}/aarch64-unknown-linux-musl/release/marmoset size
+	cargo build --release --locked --target aarch64-unknown-linux-musl || return 1
+	size=$(stat -c %s "$bin")
+	echo "aarch64-unknown-linux-musl: $size bytes (budget 614400)"
+	[ "$size" -le 614400 ]
+}
+
 # build-std + zig, only when Cargo.lock or the build files changed (board/README.md).
 stage_armv7_musl() {
 	board/build-armv7-musl.sh --if-changed
@@ -95,7 +104,7 @@ stage_bench() {
 	BENCH_SMOKE=1 bench/run.sh
 }
 
-stages=(lint unit ui release init browser cross armv7_musl qemu fuzz robust bench)
+stages=(lint unit ui release init browser cross size armv7_musl qemu fuzz robust bench)
 [ $# -gt 0 ] && stages=("$@")
 
 started=$(date +%s)
