@@ -1,7 +1,7 @@
 SUMMARY = "Minimal-footprint HTTP/1.1 server for embedded device web UIs"
 HOMEPAGE = "https://github.com/marmoset-httpd/marmoset"
 LICENSE = "MIT"
-LIC_FILES_CHKSUM = "file://LICENSE;md5=00000000000000000000000000000000"
+LIC_FILES_CHKSUM = "file://LICENSE;md5=1f162984ada2f734f1ea722904214838"
 
 SRC_URI = "git://github.com/marmoset-httpd/marmoset.git;protocol=https;branch=main"
 # v0.1.0
