@@ -17,8 +17,12 @@ install_everything() {
 	local pkgs=(
 		curl gzip brotli openssl apache2-utils wrk procps util-linux binutils python3 file
 		gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static qemu-system-arm cpio
-		chromium nodejs npm busybox systemd slowhttptest shellcheck
+		chromium busybox systemd slowhttptest shellcheck
 	)
+	# Node may come from elsewhere than Debian (its npm then conflicts with Debian's).
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+		pkgs+=(nodejs npm)
+	fi
 	local missing=() p
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
