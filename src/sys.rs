@@ -7,9 +7,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
-use nix::sys::socket::{
-    self, AddressFamily, Backlog, SockFlag, SockType, SockaddrStorage, sockopt,
-};
+use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrStorage, sockopt};
 use nix::unistd::{Gid, Group, Uid, User};
 
 /// Opens a listening TCP socket. SO_REUSEPORT lets each worker have its own
@@ -36,7 +34,14 @@ pub fn listen(addr: SocketAddr) -> io::Result<OwnedFd> {
     // Linux honours IP_FREEBIND on IPv6 sockets too.
     let _ = socket::setsockopt(&fd, sockopt::IpFreebind, &true);
     socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr))?;
-    socket::listen(&fd, Backlog::new(511).unwrap_or(Backlog::MAXCONN))?;
+    // 511 as nginx does; the kernel caps it at net.core.somaxconn. Not through
+    // nix's Backlog: it refuses values above the libc's SOMAXCONN constant,
+    // which is 128 in musl, and a flood of clients beyond the connection
+    // limit must queue, not have its SYNs dropped.
+    // SAFETY: listen(2) on a socket we own; no pointers are involved.
+    if unsafe { nix::libc::listen(fd.as_raw_fd(), 511) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
     Ok(fd)
 }
 
