@@ -67,7 +67,7 @@ pub fn parse(s: &[u8]) -> Option<u64> {
     // a longer one would overflow the arithmetic below.
     if parts.next().is_some()
         || year > 9999
-        || !(1..=31).contains(&day)
+        || !(1..=days_in_month(year, month)).contains(&day)
         || h > 23
         || mi > 59
         || se > 60
@@ -79,6 +79,16 @@ pub fn parse(s: &[u8]) -> Option<u64> {
         return None;
     }
     Some(days as u64 * 86_400 + h * 3600 + mi * 60 + se)
+}
+
+fn days_in_month(year: i64, month: u32) -> u32 {
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 fn month_index(name: &str) -> Option<u32> {
@@ -141,6 +151,9 @@ mod tests {
             "Sun, 06 Nov 1994 08:49:37",
             "Sun, 32 Nov 1994 08:49:37 GMT",
             "Sun, 06 Nov 1994 25:49:37 GMT",
+            "Tue, 31 Feb 2000 00:00:00 GMT",
+            "Mon, 29 Feb 2100 00:00:00 GMT",
+            "Sat, 31 Apr 2000 00:00:00 GMT",
             // Found by fuzz/range_conditional: years this long overflowed.
             "99CCC Nov 3 0:4:7 914057405840",
             "Sun, 06 Nov 99999999999999 08:49:37 GMT",

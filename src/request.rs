@@ -141,7 +141,13 @@ fn incomplete(buf: &[u8]) -> Result<Option<Request<'_>>, Reject> {
 
 /// A version httparse refused: 505 if it is a well-formed HTTP-version, else 400.
 fn version_error(buf: &[u8]) -> Reject {
-    let line = &buf[..line_len(buf).unwrap_or(buf.len()).min(buf.len())];
+    // The request line after any leading empty lines (as `line_len` measures it).
+    let start = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    let rest = &buf[start..];
+    let line = &rest[..line_len(rest).unwrap_or(rest.len()).min(rest.len())];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let version = line.rsplit(|&b| b == b' ').next().unwrap_or(b"");
     let well_formed = version.len() == 8
@@ -428,6 +434,10 @@ mod tests {
             ),
             (
                 "GET / HTTP/1.2\r\nHost: x\r\n\r\n",
+                Err(VersionNotSupported),
+            ),
+            (
+                "\r\nGET / HTTP/2.0\r\nHost: x\r\n\r\n",
                 Err(VersionNotSupported),
             ),
             ("GET / FOO/1.1\r\nHost: x\r\n\r\n", Err(BadRequest)),
