@@ -71,19 +71,22 @@ fn start(mut config: Config) -> Result<u8, String> {
     Ok(supervisor::Supervisor::new(config, sockets).run() as u8)
 }
 
-/// One socket per worker and address: each worker accepts on its own
-/// (SO_REUSEPORT), so no two wake for the same connection.
+/// One listening socket per address, shared by every worker (each holds a
+/// duplicate). Not a socket per worker with SO_REUSEPORT: the kernel would
+/// then hash clients to a worker whatever its load, and a worker at its share
+/// of the connection limit would leave its queue waiting while the others
+/// have room (measured: 1000 idle clients on two workers, 16 still served).
 fn bind_all(config: &Config) -> Result<Vec<Vec<OwnedFd>>, String> {
     let mut per_worker: Vec<Vec<OwnedFd>> = (0..config.workers).map(|_| Vec::new()).collect();
     for &asked in &config.listen {
-        let first = sys::listen(asked).map_err(|e| format!("cannot listen on {asked}: {e}"))?;
-        // With port 0 the kernel picks one; the other workers must share it.
-        let addr = sys::local_addr(&first).map_err(|e| format!("{asked}: {e}"))?;
+        let socket = sys::listen(asked).map_err(|e| format!("cannot listen on {asked}: {e}"))?;
+        // With port 0 the kernel picks one: log the real address.
+        let addr = sys::local_addr(&socket).map_err(|e| format!("{asked}: {e}"))?;
         log::info!("listening on {addr}");
-        per_worker[0].push(first);
         for sockets in per_worker.iter_mut().skip(1) {
-            sockets.push(sys::listen(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?);
+            sockets.push(socket.try_clone().map_err(|e| format!("{addr}: {e}"))?);
         }
+        per_worker[0].push(socket);
     }
     Ok(per_worker)
 }

@@ -10,9 +10,8 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrStorage, sockopt};
 use nix::unistd::{Gid, Group, Uid, User};
 
-/// Opens a listening TCP socket. SO_REUSEPORT lets each worker have its own
-/// socket on the same port; IP_FREEBIND lets a device bind an address its
-/// interface does not have yet (a known uhttpd complaint at boot).
+/// Opens a listening TCP socket. IP_FREEBIND lets a device bind an address
+/// its interface does not have yet (a known uhttpd complaint at boot).
 pub fn listen(addr: SocketAddr) -> io::Result<OwnedFd> {
     let family = if addr.is_ipv4() {
         AddressFamily::Inet
@@ -26,7 +25,6 @@ pub fn listen(addr: SocketAddr) -> io::Result<OwnedFd> {
         None,
     )?;
     socket::setsockopt(&fd, sockopt::ReuseAddr, &true)?;
-    socket::setsockopt(&fd, sockopt::ReusePort, &true)?;
     if addr.is_ipv6() {
         // Lets `[::]:80` and `0.0.0.0:80` both be listed, as the defaults do.
         socket::setsockopt(&fd, sockopt::Ipv6V6Only, &true)?;

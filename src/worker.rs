@@ -1,5 +1,5 @@
 //! One worker process: a single-threaded executor over async-io that accepts
-//! on its own listening sockets, serves connections up to its share of the
+//! on the shared listening sockets, serves connections up to its share of the
 //! connection limit, and stops gracefully on SIGTERM.
 
 use std::cell::{Cell, RefCell};
