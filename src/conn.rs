@@ -116,9 +116,9 @@ impl Conn {
                     return Ok(());
                 }
             }
-            // One request's work is boxed: an idle connection then holds only
-            // the small wait above (about 1 KiB in all, against 3 KiB), for one
-            // allocation per request.
+            // One request's work is boxed: an idle connection's task then holds
+            // only the small wait above (784 bytes, against 2,952 unboxed),
+            // for one allocation per request.
             if !Box::pin(self.serve_one()).await? {
                 self.linger().await;
                 return Ok(());
