@@ -12,12 +12,16 @@ pub enum Pattern {
     Glob(String),
     /// `@hashed`: names carrying a content hash, like `app.3f2a9c1b.js`.
     Hashed,
+    /// `*` alone: everything (the default header rules; no matching per request).
+    Any,
 }
 
 impl Pattern {
     fn parse(s: &str) -> Pattern {
         if s == "@hashed" {
             Pattern::Hashed
+        } else if s == "*" || s == "/*" {
+            Pattern::Any
         } else {
             Pattern::Glob(s.trim_start_matches('/').to_string())
         }
@@ -28,6 +32,7 @@ impl Pattern {
         let path = path.trim_start_matches('/');
         let name = path.rsplit('/').next().unwrap_or(path);
         match self {
+            Pattern::Any => true,
             Pattern::Hashed => has_content_hash(name),
             Pattern::Glob(g) if g.contains('/') => glob(g.as_bytes(), path.as_bytes()),
             Pattern::Glob(g) => glob(g.as_bytes(), name.as_bytes()),
@@ -100,14 +105,9 @@ impl Default for Rules {
             ),
             (Pattern::Glob("*.html".into()), Some("no-cache".to_string())),
             (Pattern::Glob("*.htm".into()), Some("no-cache".to_string())),
-            (Pattern::Glob("*".into()), Some("max-age=300".to_string())),
+            (Pattern::Any, Some("max-age=300".to_string())),
         ];
-        let set = |n: &str, v: &str| {
-            (
-                Pattern::Glob("*".into()),
-                HeaderAction::Set(n.into(), v.into()),
-            )
-        };
+        let set = |n: &str, v: &str| (Pattern::Any, HeaderAction::Set(n.into(), v.into()));
         Rules {
             cache,
             headers: vec![
