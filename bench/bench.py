@@ -939,8 +939,14 @@ def main():
     # Non-zero exit when the harness itself broke (a server did not start, a tool
     # gave no result), so that CI's smoke run notices; slow or failing responses
     # are results, not errors.
+    # siege 4.0.7's own hang (JoeDog/siege#4, seen against every server here)
+    # is reported in the table and the notes but does not fail the run.
+    siege_hang = "siege gave no result twice"
     errors = [f"{name} round {i}: {k}: {t['error']}" for name, rs in results.items()
-              for i, r in enumerate(rs, 1) for k, t in r.items() if isinstance(t, dict) and "error" in t]
+              for i, r in enumerate(rs, 1) for k, t in r.items()
+              if isinstance(t, dict) and "error" in t and not (k == "siege" and t["error"] == siege_hang)]
+    if any(siege_hang in n for n in NOTES):
+        log("note: siege hung (a known siege 4.0.7 bug); its rows show no result")
     if broken or errors:
         log("FAILED: " + "; ".join(sorted(broken) + errors))
         sys.exit(1)
