@@ -421,12 +421,7 @@ fn large_files_arrive_whole_and_ranged() {
 #[test]
 fn ipv6_and_several_listeners() {
     let s = Server::start(&["--listen", "127.0.0.1:0", "--listen", "[::1]:0"]);
-    let log = s.log_text();
-    let v6_port: u16 = log
-        .lines()
-        .find_map(|l| l.split("listening on [::1]:").nth(1))
-        .and_then(|p| p.trim().parse().ok())
-        .expect("an IPv6 listener");
+    let v6_port = s.ipv6_port();
     let (code, _, body) = curl(&["-g", &format!("http://[::1]:{v6_port}/")]);
     assert_eq!(code, 200);
     assert!(String::from_utf8_lossy(&body).contains("hello"));

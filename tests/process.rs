@@ -37,10 +37,7 @@ fn help_and_version() {
 #[test]
 fn a_bad_config_names_file_line_and_problem_and_binds_nothing() {
     let dir = TempDir::new("conf");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let conf = dir.write(
         "m.conf",
         format!("# test\nlisten 127.0.0.1:{port}\nroot /tmp\n\nworkers many\n"),
@@ -198,10 +195,7 @@ fn daemon_mode_writes_the_pidfile_and_returns() {
     let root = TempDir::new("daemon");
     root.write("index.html", "d");
     let pidfile = root.path().join("m.pid");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let status = command()
         .args([
             "--config",

@@ -172,15 +172,7 @@ fn address_rules_for_ipv4_and_ipv6_clients() {
             "/admin/ all",
         ],
     );
-    let v6 = s
-        .log_text()
-        .lines()
-        .find_map(|l| {
-            l.split("listening on [::1]:")
-                .nth(1)
-                .and_then(|p| p.trim().parse::<u16>().ok())
-        })
-        .unwrap();
+    let v6 = s.ipv6_port();
     let (code, _, _) = curl(&[&s.url("/admin/")]);
     assert_eq!(code, 200, "IPv4 loopback is allowed");
     let (code, _, _) = curl(&["-g", &format!("http://[::1]:{v6}/admin/")]);
@@ -204,15 +196,7 @@ fn address_rules_for_ipv4_and_ipv6_clients() {
             "/admin ::1/128",
         ],
     );
-    let v6 = s
-        .log_text()
-        .lines()
-        .find_map(|l| {
-            l.split("listening on [::1]:")
-                .nth(1)
-                .and_then(|p| p.trim().parse::<u16>().ok())
-        })
-        .unwrap();
+    let v6 = s.ipv6_port();
     assert_eq!(s.get("/admin/", &[]).status, 403);
     assert_eq!(curl(&["-g", &format!("http://[::1]:{v6}/admin/")]).0, 200);
 }

@@ -202,6 +202,18 @@ impl Server {
         None
     }
 
+    /// The port of the `[::1]` listener, from the log.
+    pub fn ipv6_port(&self) -> u16 {
+        self.log_text()
+            .lines()
+            .find_map(|l| {
+                l.split("listening on [::1]:")
+                    .nth(1)
+                    .and_then(|p| p.trim().parse().ok())
+            })
+            .expect("an IPv6 listener")
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{}", self.port, path)
     }
@@ -359,6 +371,12 @@ fn read_chunked(c: &mut TcpStream) -> Option<Vec<u8>> {
             return None;
         }
     }
+}
+
+/// A port nothing listens on now (bound, read, released).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
 }
 
 /// Polls `cond` until it holds or `within` passes.
