@@ -218,6 +218,8 @@ async fn accept_loop(
                 w.active.set(w.active.get() + 1);
                 ex.spawn(conn::serve(w, stream, peer)).detach();
             }
+            // A client gone before we took it (ECONNABORTED and the like): next.
+            Some(Err(e)) if !out_of_resources(&e) => log::debug!("accept: {e}"),
             Some(Err(e)) => {
                 // EMFILE and friends: wait instead of spinning on a socket that stays readable.
                 if last_warning.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
@@ -228,6 +230,15 @@ async fn accept_loop(
             }
         }
     }
+}
+
+/// Accept errors that stay until something is freed (descriptors, memory).
+fn out_of_resources(e: &std::io::Error) -> bool {
+    let code = e.raw_os_error().map(Errno::from_raw);
+    matches!(
+        code,
+        Some(Errno::EMFILE | Errno::ENFILE | Errno::ENOBUFS | Errno::ENOMEM)
+    )
 }
 
 /// Keeps `TcpStream` in the signature of this module's users.
