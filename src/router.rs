@@ -191,11 +191,11 @@ fn serve(site: &Site, req: &Request<'_>, original: Opened, enc: Encodings) -> Re
     let (chosen, has_variants) = variant(site, &original, enc);
     let mut r = match chosen {
         Some((coding, v)) => {
-            let mut r = representation(req, v, &original.name);
+            let mut r = representation(req, &v, &original.name);
             r.add_header("Content-Encoding", coding);
             r
         }
-        None => representation(req, original.clone_parts(), &original.name),
+        None => representation(req, &original, &original.name),
     };
     if has_variants {
         r.add_header("Vary", "Accept-Encoding");
@@ -239,7 +239,7 @@ fn gz_only(site: &Site, req: &Request<'_>, name: &str, enc: Encodings) -> Option
         .open_variant(&static_files::with_suffix(name, ".gz")?)
         .ok()?;
     let mut r = if enc.gzip {
-        let mut r = representation(req, gz, name);
+        let mut r = representation(req, &gz, name);
         r.add_header("Content-Encoding", "gzip");
         r
     } else {
@@ -282,7 +282,7 @@ fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
 }
 
 /// One file as a response: validators, conditions, range. `name` gives the type.
-fn representation(req: &Request<'_>, f: Opened, name: &str) -> Response {
+fn representation(req: &Request<'_>, f: &Opened, name: &str) -> Response {
     let len = f.meta.len();
     let (secs, nanos) = static_files::mtime(&f.meta);
     let validators = Validators::new(f.meta.ino(), len, secs, nanos);
@@ -322,8 +322,8 @@ fn representation(req: &Request<'_>, f: Opened, name: &str) -> Response {
     let mut r = Response::new(
         status,
         Body::File {
-            file: f.file,
-            bytes: f.body,
+            file: f.file.clone(),
+            bytes: f.body.clone(),
             offset,
             len: part,
         },

@@ -31,16 +31,6 @@ pub struct Opened {
 }
 
 impl Opened {
-    /// The same file again (the name is not needed twice).
-    pub fn clone_parts(&self) -> Opened {
-        Opened {
-            file: self.file.clone(),
-            meta: self.meta.clone(),
-            body: self.body.clone(),
-            name: heapless::String::new(),
-        }
-    }
-
     fn new(c: CachedFile, name: heapless::String<MAX_PATH>) -> Opened {
         Opened {
             file: c.file,
