@@ -107,18 +107,8 @@ fn flags_win_over_the_file() {
     let conf = dir.write("m.conf", "server-name fromfile\nlisten 127.0.0.1:1\n");
     let root = TempDir::new("flagsroot");
     root.write("index.html", "x");
-    let mut cmd = command();
-    cmd.args([
-        "--config",
-        conf.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--server-name",
-        "fromflag",
-        "--root",
-    ]);
-    cmd.arg(root.path());
-    let s = Server::spawn(cmd, root);
+    // The harness adds `--listen 127.0.0.1:0` over the file's port 1.
+    let s = Server::start_with_config(&conf, root, &["--server-name", "fromflag"]);
     assert_eq!(s.get("/", &[]).header("server"), Some("fromflag"));
 }
 
@@ -308,16 +298,7 @@ fn sighup_rereads_the_config_and_keeps_serving() {
     let conf = dir.write("m.conf", "server-name before\n");
     let root = TempDir::new("reloadroot");
     root.write("index.html", "x");
-    let mut cmd = command();
-    cmd.args([
-        "--config",
-        conf.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--root",
-    ])
-    .arg(root.path());
-    let s = Server::spawn(cmd, root);
+    let s = Server::start_with_config(&conf, root, &[]);
     let supervisor_pid = s.pid();
     assert_eq!(s.get("/", &[]).header("server"), Some("before"));
     std::fs::write(&conf, "server-name after\n").unwrap();

@@ -98,8 +98,15 @@ impl Server {
     }
 
     pub fn start_in(root: TempDir, args: &[&str]) -> Server {
+        Server::start_with_config(Path::new("/dev/null"), root, args)
+    }
+
+    /// A server reading `config`, over `root`, with `args` on top.
+    pub fn start_with_config(config: &Path, root: TempDir, args: &[&str]) -> Server {
         let mut cmd = command();
-        cmd.args(["--config", "/dev/null", "--root"])
+        cmd.arg("--config")
+            .arg(config)
+            .arg("--root")
             .arg(root.path());
         if !args.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
