@@ -12,8 +12,6 @@
 # About 30 s. Last line: "N passed, M failed"; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.." || exit 1
-TGT=${CARGO_TARGET_DIR:-target}
-BIN=${MARMOSET_BIN:-$TGT/release/marmoset}
 
 # The slow clients: connections and the pause between their drips.
 CONNS_HEADERS=200
@@ -24,40 +22,9 @@ LENGTH=30
 # Every curl request must finish within this.
 BOUND=2
 
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-finish() {
-	echo "$pass passed, $fail failed"
-	[ "$fail" = 0 ]
-	exit
-}
-
-if ! command -v slowhttptest >/dev/null 2>&1; then
-	echo "installing slowhttptest"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slowhttptest >/dev/null 2>&1 ||
-		{ apt-get update -qq >/dev/null 2>&1 &&
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slowhttptest >/dev/null 2>&1; } ||
-		{ bad "slowhttptest could not be installed"; finish; }
-fi
-command -v curl >/dev/null 2>&1 || { bad "curl is missing"; finish; }
-if [ ! -x "$BIN" ]; then
-	echo "building $BIN"
-	cargo build --release --quiet || { bad "cargo build --release"; finish; }
-fi
-
-work=$(mktemp -d)
-server=""
-# shellcheck disable=SC2317 # called by the trap
-cleanup() {
-	if [ -n "$server" ]; then
-		kill "$server" 2>/dev/null
-		wait "$server" 2>/dev/null
-	fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+. tests/lib.sh
+need slowhttptest slowhttptest
+need curl curl
 
 mkdir -p "$work/root/cgi-bin"
 echo "slow.sh page" >"$work/root/index.html"
@@ -65,18 +32,7 @@ printf '#!/bin/sh\nprintf "Content-Type: text/plain\\n\\n"; cat\n' >"$work/root/
 chmod 755 "$work/root/cgi-bin/echo"
 
 # --cgi-timeout bounds a slow body: the script waiting for it is killed.
-"$BIN" --config /dev/null --root "$work/root" --listen 127.0.0.1:0 \
-	--header-timeout 5 --cgi-timeout 10 2>"$work/log" &
-server=$!
-port=""
-i=0
-while [ -z "$port" ] && [ $i -lt 100 ]; do # up to 10 s for the log line
-	port=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/log" | head -n 1)
-	[ -n "$port" ] || sleep 0.1
-	i=$((i + 1))
-done
-[ -n "$port" ] || { bad "server did not start: $(cat "$work/log")"; finish; }
-ok "server on port $port (pid $server)"
+start_marmoset --header-timeout 5 --cgi-timeout 10
 
 # The well-behaved client: one request every 0.2 s until told to stop
 # (at most 1000), one line per request: "CODE SECONDS".

@@ -13,8 +13,6 @@
 # built if missing). Last line: "N passed, M failed"; non-zero exit on failure.
 set -u
 cd "$(dirname "$0")/.." || exit 1
-TGT=${CARGO_TARGET_DIR:-target}
-BIN=${MARMOSET_BIN:-$TGT/release/marmoset}
 
 REQUESTS=200000
 CYCLES=20000
@@ -26,56 +24,15 @@ fi
 # client side, so a long run is split to stay within the ephemeral ports.
 BATCH=20000
 
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-finish() {
-	echo "$pass passed, $fail failed"
-	[ "$fail" = 0 ]
-	exit
-}
-
-if ! command -v ab >/dev/null 2>&1; then
-	echo "installing apache2-utils"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq apache2-utils >/dev/null 2>&1 ||
-		{ apt-get update -qq >/dev/null 2>&1 &&
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq apache2-utils >/dev/null 2>&1; } ||
-		{ bad "ab (apache2-utils) could not be installed"; finish; }
-fi
-if [ ! -x "$BIN" ]; then
-	echo "building $BIN"
-	cargo build --release --quiet || { bad "cargo build --release"; finish; }
-fi
-
-work=$(mktemp -d)
-server=""
-# shellcheck disable=SC2317 # called by the trap
-cleanup() {
-	if [ -n "$server" ]; then
-		kill "$server" 2>/dev/null
-		wait "$server" 2>/dev/null
-	fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+. tests/lib.sh
+need ab apache2-utils
 
 mkdir -p "$work/root"
 echo "soak page" >"$work/root/index.html"
 # Above the 16 KiB sendfile threshold, so both send paths are soaked.
 head -c 40000 /dev/urandom >"$work/root/big.bin"
 
-"$BIN" --config /dev/null --root "$work/root" --listen 127.0.0.1:0 --workers 2 2>"$work/log" &
-server=$!
-port=""
-i=0
-while [ -z "$port" ] && [ $i -lt 100 ]; do # up to 10 s for the log line
-	port=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/log" | head -n 1)
-	[ -n "$port" ] || sleep 0.1
-	i=$((i + 1))
-done
-[ -n "$port" ] || { bad "server did not start: $(cat "$work/log")"; finish; }
-ok "server on port $port (pid $server)"
+start_marmoset --workers 2
 
 pids() { echo "$server $(cat "/proc/$server/task/$server/children" 2>/dev/null)"; }
 rss() {
