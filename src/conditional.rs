@@ -11,6 +11,8 @@ use crate::request::trim;
 pub struct Validators {
     pub etag: heapless::String<56>,
     pub mtime: u64,
+    /// `mtime` as the Last-Modified header gives it.
+    pub modified: [u8; httpdate::LEN],
 }
 
 impl Validators {
@@ -18,7 +20,11 @@ impl Validators {
         let mut etag = heapless::String::new();
         // Three u64 in hex and the punctuation fit in 56 bytes, so this cannot fail.
         let _ = write!(etag, "\"{inode:x}-{size:x}-{mtime:x}.{mtime_nsec:x}\"");
-        Validators { etag, mtime }
+        Validators {
+            etag,
+            mtime,
+            modified: httpdate::format(mtime),
+        }
     }
 }
 

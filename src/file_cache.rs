@@ -7,7 +7,7 @@
 //! a precompressed variant (`X.br`, `X.gz`) is remembered for a second:
 //! a variant added later is found within that second.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::fs::{File, Metadata};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 use nix::fcntl::AtFlags;
 use nix::sys::stat::{FileStat, fstatat};
+
+use crate::conditional::Validators;
+use crate::rules::Matched;
 
 /// Entries kept per worker.
 const ENTRIES: usize = 64;
@@ -60,18 +63,22 @@ impl Fingerprint {
     }
 }
 
-/// A cached regular file: shared descriptor, metadata, and the bytes if small.
-#[derive(Clone)]
+/// A cached regular file: shared descriptor, metadata, the bytes if small,
+/// and what every response for it needs, worked out once per version.
 pub struct CachedFile {
     pub file: Rc<File>,
     pub meta: Metadata,
+    /// The whole content, when the file is small enough to be kept in memory.
     pub body: Option<Rc<[u8]>>,
+    /// Its path relative to the root (an index file includes its own name).
+    pub name: Box<str>,
+    pub validators: Validators,
+    /// Which config rules its name matches; filled by the router on first use.
+    pub rules: OnceCell<Matched>,
 }
 
-// Entries are few (64): the size of the common variant does not matter.
-#[allow(clippy::large_enum_variant)]
 enum Kind {
-    File(CachedFile, Fingerprint),
+    File(Rc<CachedFile>, Fingerprint),
     Absent(Instant),
 }
 
@@ -82,7 +89,7 @@ struct Entry {
 
 /// What the cache knows about a name.
 pub enum Hit {
-    File(CachedFile),
+    File(Rc<CachedFile>),
     Absent,
     /// Not known, or changed: open it.
     Miss,
@@ -126,7 +133,7 @@ impl FileCache {
     }
 
     /// Remembers a file just opened (and its bytes, if small and within budget).
-    pub fn put_file(&self, rel: &str, file: File, meta: Metadata) -> CachedFile {
+    pub fn put_file(&self, rel: &str, file: File, meta: Metadata) -> Rc<CachedFile> {
         let fp = Fingerprint::of_meta(&meta);
         let len = meta.len();
         let body = (len <= SMALL_BODY && self.body_bytes.get() + len as usize <= BODY_BUDGET)
@@ -140,11 +147,20 @@ impl FileCache {
         if let Some(b) = &body {
             self.body_bytes.set(self.body_bytes.get() + b.len());
         }
-        let cached = CachedFile {
+        let validators = Validators::new(
+            meta.ino(),
+            len,
+            meta.mtime().max(0) as u64,
+            meta.mtime_nsec().max(0) as u64,
+        );
+        let cached = Rc::new(CachedFile {
             file: Rc::new(file),
             meta,
             body,
-        };
+            name: rel.into(),
+            validators,
+            rules: OnceCell::new(),
+        });
         self.insert(Entry {
             rel: rel.into(),
             kind: Kind::File(cached.clone(), fp),
@@ -177,9 +193,11 @@ impl FileCache {
     }
 
     fn forget_body(&self, e: &Entry) {
-        if let Kind::File(CachedFile { body: Some(b), .. }, _) = &e.kind {
-            self.body_bytes
-                .set(self.body_bytes.get().saturating_sub(b.len()));
+        if let Kind::File(cached, _) = &e.kind {
+            if let Some(b) = &cached.body {
+                self.body_bytes
+                    .set(self.body_bytes.get().saturating_sub(b.len()));
+            }
         }
     }
 }

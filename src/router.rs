@@ -14,7 +14,6 @@
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::os::unix::fs::MetadataExt;
 
 use crate::access::{self, Verdict};
 use crate::auth::{self, Auth, Decision};
@@ -29,7 +28,7 @@ use crate::path::{self, CleanPath, PathError};
 use crate::range::{self, Ranged};
 use crate::request::{Method, Request};
 use crate::response::{Body, ContentRange, Response};
-use crate::rules::{HeaderAction, Rules};
+use crate::rules::{HeaderAction, Matched, Rules};
 use crate::static_files::{self, Lookup, Opened, Root};
 use crate::status::Status;
 
@@ -200,7 +199,7 @@ fn serve(site: &Site, req: &Request<'_>, original: Opened, enc: Encodings) -> Re
     if has_variants {
         r.add_header("Vary", "Accept-Encoding");
     }
-    finish(site, r, &original.name)
+    finish_file(site, r, &original)
 }
 
 /// The best variant the client takes (`X.br` before `X.gz`), and whether the
@@ -211,11 +210,12 @@ fn variant(
     enc: Encodings,
 ) -> (Option<(&'static str, Opened)>, bool) {
     let mut any = false;
+    let mut buf = heapless::String::new();
     for (suffix, coding, accepted) in [(".br", "br", enc.br), (".gz", "gzip", enc.gzip)] {
-        let Some(name) = static_files::with_suffix(&original.name, suffix) else {
+        let Some(name) = static_files::with_suffix(&mut buf, &original.name, suffix) else {
             continue;
         };
-        let Ok(v) = site.root.open_variant(&name) else {
+        let Ok(v) = site.root.open_variant(name) else {
             continue;
         };
         // Whole seconds: tools that copy the original's time (brotli, touch -r on
@@ -234,9 +234,10 @@ fn variant(
 /// A tree that ships only `X.gz`: as is to a client taking gzip, else
 /// decompressed on the fly.
 fn gz_only(site: &Site, req: &Request<'_>, name: &str, enc: Encodings) -> Option<Response> {
+    let mut buf = heapless::String::new();
     let gz = site
         .root
-        .open_variant(&static_files::with_suffix(name, ".gz")?)
+        .open_variant(static_files::with_suffix(&mut buf, name, ".gz")?)
         .ok()?;
     let mut r = if enc.gzip {
         let mut r = representation(req, &gz, name);
@@ -250,8 +251,7 @@ fn gz_only(site: &Site, req: &Request<'_>, name: &str, enc: Encodings) -> Option
 }
 
 fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
-    let (secs, nanos) = static_files::mtime(&gz.meta);
-    let mut v = Validators::new(gz.meta.ino(), gz.meta.len(), secs, nanos);
+    let mut v = gz.validators.clone();
     // Its own ETag: the decompressed bytes are another representation.
     v.etag.pop();
     let _ = v.etag.push_str("-u\"");
@@ -262,7 +262,7 @@ fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
             return Response::status(Status::PreconditionFailed);
         }
     }
-    let mut r = match Gunzip::open(gz.file, gz.meta.len()) {
+    let mut r = match Gunzip::open(gz.file.clone(), gz.meta.len()) {
         Ok((stream, len)) => Response::new(
             Status::Ok,
             Body::Gunzip {
@@ -276,7 +276,7 @@ fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
         }
     };
     r.content_type = Some(mime::for_name(name));
-    r.last_modified = Some(v.mtime);
+    r.last_modified = Some(v.modified);
     r.etag = Some(v.etag);
     r
 }
@@ -284,22 +284,18 @@ fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
 /// One file as a response: validators, conditions, range. `name` gives the type.
 fn representation(req: &Request<'_>, f: &Opened, name: &str) -> Response {
     let len = f.meta.len();
-    let (secs, nanos) = static_files::mtime(&f.meta);
-    let validators = Validators::new(f.meta.ino(), len, secs, nanos);
-    match conditional::evaluate(&conditions(req), &validators) {
+    let validators = &f.validators;
+    match conditional::evaluate(&conditions(req), validators) {
         conditional::Outcome::Proceed => {}
-        conditional::Outcome::NotModified => return not_modified(validators),
+        conditional::Outcome::NotModified => return not_modified(validators.clone()),
         conditional::Outcome::PreconditionFailed => {
             return Response::status(Status::PreconditionFailed);
         }
     }
     let ranged = match req.method {
-        Method::Get => range::evaluate(
-            req.header("range"),
-            req.header("if-range"),
-            &validators,
-            len,
-        ),
+        Method::Get => {
+            range::evaluate(req.header("range"), req.header("if-range"), validators, len)
+        }
         _ => Ranged::Full,
     };
     let (status, (offset, part), content_range) = match ranged {
@@ -329,8 +325,8 @@ fn representation(req: &Request<'_>, f: &Opened, name: &str) -> Response {
         },
     );
     r.content_type = Some(mime::for_name(name));
-    r.last_modified = Some(secs);
-    r.etag = Some(validators.etag);
+    r.last_modified = Some(validators.modified);
+    r.etag = Some(validators.etag.clone());
     r.accept_ranges = true;
     r.content_range = content_range;
     r
@@ -347,7 +343,7 @@ fn conditions<'a>(req: &Request<'a>) -> Conditions<'a> {
 
 fn not_modified(v: Validators) -> Response {
     let mut r = Response::new(Status::NotModified, Body::Empty);
-    r.last_modified = Some(v.mtime);
+    r.last_modified = Some(v.modified);
     r.etag = Some(v.etag);
     r
 }
@@ -381,8 +377,8 @@ fn error(site: &Site, status: Status, path: &str) -> Response {
                 status,
                 Body::File {
                     len: page.meta.len(),
-                    file: page.file,
-                    bytes: page.body,
+                    file: page.file.clone(),
+                    bytes: page.body.clone(),
                     offset: 0,
                 },
             );
@@ -445,18 +441,25 @@ fn push_query(location: &mut String, query: Option<&[u8]>) {
 
 /// Applies the config's Cache-Control (to files) and header rules. `name` is
 /// the served file, or the requested path, relative to the root.
-fn finish(site: &Site, mut r: Response, name: &str) -> Response {
+fn finish(site: &Site, r: Response, name: &str) -> Response {
+    apply_rules(site, r, site.config.rules.matched(name))
+}
+
+/// `finish` for a cached file: its rule matches are worked out once.
+fn finish_file(site: &Site, r: Response, f: &Opened) -> Response {
+    let matched = *f.rules.get_or_init(|| site.config.rules.matched(&f.name));
+    apply_rules(site, r, matched)
+}
+
+fn apply_rules(site: &Site, mut r: Response, matched: Matched) -> Response {
     let rules: &'static Rules = &site.config.rules;
     let is_file = r.body.is_file() || r.status == Status::NotModified;
     if is_file && !r.has_header("Cache-Control") {
-        if let Some(cc) = rules.cache_control(name) {
+        if let Some(cc) = matched.cache_control {
             r.add_header("Cache-Control", cc);
         }
     }
-    for (pattern, action) in &rules.headers {
-        if !pattern.matches(name) {
-            continue;
-        }
+    for action in rules.header_actions(matched) {
         match action {
             HeaderAction::Set(n, v) => {
                 r.remove_header(n);

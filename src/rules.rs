@@ -82,6 +82,16 @@ pub struct Redirect {
     pub status: Status,
 }
 
+/// Header rules per config: `Matched` keeps one bit for each. The defaults use 3.
+pub const MAX_HEADER_RULES: usize = 64;
+
+/// The rules one path matches: its Cache-Control and a bit per header rule.
+#[derive(Debug, Clone, Copy)]
+pub struct Matched {
+    pub cache_control: Option<&'static str>,
+    headers: u64,
+}
+
 #[derive(Debug)]
 pub struct Rules {
     /// First match wins: the config's rules, then the defaults.
@@ -185,6 +195,9 @@ impl Rules {
             }
             HeaderAction::Set(header_name(name)?, v.to_string())
         };
+        if self.headers.len() >= MAX_HEADER_RULES {
+            return Err(format!("at most {MAX_HEADER_RULES} header rules"));
+        }
         self.headers.push((Pattern::parse(pattern), action));
         Ok(())
     }
@@ -227,6 +240,29 @@ impl Rules {
             status,
         });
         Ok(())
+    }
+
+    /// Which rules `path` matches, to be kept with a cached file.
+    pub fn matched(&'static self, path: &str) -> Matched {
+        let mut headers = 0;
+        for (i, (pattern, _)) in self.headers.iter().enumerate() {
+            if pattern.matches(path) {
+                headers |= 1 << i;
+            }
+        }
+        Matched {
+            cache_control: self.cache_control(path),
+            headers,
+        }
+    }
+
+    /// The header rules a match selected, in order.
+    pub fn header_actions(&self, m: Matched) -> impl Iterator<Item = &HeaderAction> {
+        self.headers
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| m.headers & (1 << i) != 0)
+            .map(|(_, (_, action))| action)
     }
 
     /// The Cache-Control value for a path, if any.

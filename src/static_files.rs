@@ -20,30 +20,9 @@ use crate::limits::MAX_PATH;
 use crate::path::CleanPath;
 use crate::status::Status;
 
-/// An open regular file and what we know of it.
-pub struct Opened {
-    pub file: Rc<File>,
-    pub meta: std::fs::Metadata,
-    /// The whole content, when the file is small enough to be kept in memory.
-    pub body: Option<Rc<[u8]>>,
-    /// The path served, relative to the root (an index file adds its name).
-    pub name: heapless::String<MAX_PATH>,
-}
+/// An open regular file and what we know of it, shared with the file cache.
+pub type Opened = Rc<CachedFile>;
 
-impl Opened {
-    fn new(c: CachedFile, name: heapless::String<MAX_PATH>) -> Opened {
-        Opened {
-            file: c.file,
-            meta: c.meta,
-            body: c.body,
-            name,
-        }
-    }
-}
-
-// The file variant carries its name inline (no allocation per request); it is
-// moved once, so its size does not matter.
-#[allow(clippy::large_enum_variant)]
 pub enum Lookup {
     File(Opened),
     /// A directory asked for without its trailing slash.
@@ -84,7 +63,7 @@ impl Root {
         };
         let rel = if path.is_root() { "." } else { path.as_str() };
         match self.open_regular(dir, rel) {
-            Ok(Found::File(c)) => return Lookup::File(Opened::new(c, name_of(path.as_str()))),
+            Ok(Found::File(c)) => return Lookup::File(c),
             Ok(Found::Dir) => {}
             Ok(Found::Other) => return Lookup::Missing(Status::NotFound),
             Err(status) => return Lookup::Missing(status),
@@ -97,7 +76,7 @@ impl Root {
                 return Lookup::Missing(Status::UriTooLong);
             };
             match self.open_regular(dir, &full) {
-                Ok(Found::File(c)) => return Lookup::File(Opened::new(c, full)),
+                Ok(Found::File(c)) => return Lookup::File(c),
                 Ok(_) | Err(Status::NotFound) => continue,
                 Err(status) => return Lookup::Missing(status),
             }
@@ -127,7 +106,7 @@ impl Root {
             }
         }
         match self.open_regular(dir, rel) {
-            Ok(Found::File(c)) => Ok(Opened::new(c, name_of(rel))),
+            Ok(Found::File(c)) => Ok(c),
             Ok(Found::Dir | Found::Other) | Err(Status::NotFound) => {
                 if remember_absence {
                     self.cache.put_absent(rel);
@@ -206,7 +185,7 @@ impl Root {
 }
 
 enum Found {
-    File(CachedFile),
+    File(Opened),
     Dir,
     Other,
 }
@@ -220,13 +199,6 @@ fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-fn name_of(rel: &str) -> heapless::String<MAX_PATH> {
-    let mut s = heapless::String::new();
-    // Callers pass names that came from a CleanPath of the same capacity.
-    let _ = s.push_str(rel);
-    s
-}
-
 /// The relative name of index file `name` in directory `dir`.
 pub fn index_path(dir: &CleanPath, name: &str) -> Option<heapless::String<MAX_PATH>> {
     let mut full = heapless::String::new();
@@ -238,12 +210,17 @@ pub fn index_path(dir: &CleanPath, name: &str) -> Option<heapless::String<MAX_PA
     Some(full)
 }
 
-/// `name` with a suffix (`.gz`), if it still fits.
-pub fn with_suffix(name: &str, suffix: &str) -> Option<heapless::String<MAX_PATH>> {
-    let mut s = heapless::String::new();
-    s.push_str(name).ok()?;
-    s.push_str(suffix).ok()?;
-    Some(s)
+/// `name` with a suffix (`.gz`), written into `buf`, if it fits. The caller
+/// owns the buffer: a path-sized value returned by value costs a 2 KiB copy.
+pub fn with_suffix<'b>(
+    buf: &'b mut heapless::String<MAX_PATH>,
+    name: &str,
+    suffix: &str,
+) -> Option<&'b str> {
+    buf.clear();
+    buf.push_str(name).ok()?;
+    buf.push_str(suffix).ok()?;
+    Some(buf.as_str())
 }
 
 /// How a failed open is answered.
