@@ -137,8 +137,8 @@ pub fn find(
     let segments: Vec<&str> = path.as_str().split('/').collect();
     for n in 1..=segments.len() {
         let rel = segments[..n].join("/");
-        match root.open_file(&rel) {
-            Ok(opened) => {
+        match root.file_meta(&rel) {
+            Ok(meta) => {
                 let rest = &segments[n..];
                 let mut path_info = if rest.is_empty() {
                     String::new()
@@ -149,7 +149,7 @@ pub fn find(
                     path_info.push('/');
                 }
                 let interpreter = settings.interpreter(&rel).map(Path::to_path_buf);
-                let executable = opened.meta.permissions().mode() & 0o111 != 0;
+                let executable = meta.permissions().mode() & 0o111 != 0;
                 if interpreter.is_none() && !executable {
                     return Some(Err(Status::Forbidden));
                 }

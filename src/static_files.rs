@@ -85,9 +85,23 @@ impl Root {
     }
 
     /// Opens one regular file by its clean relative name (error pages, the
-    /// SPA fallback, CGI scripts); anything else is NotFound.
+    /// SPA fallback); anything else is NotFound.
     pub fn open_file(&self, rel: &str) -> Result<Opened, Status> {
         self.open_named(rel, false)
+    }
+
+    /// The metadata of a regular file, without keeping it open or cached
+    /// (CGI scripts: they are run, never served).
+    pub fn file_meta(&self, rel: &str) -> Result<std::fs::Metadata, Status> {
+        self.refresh();
+        let slot = self.dir.borrow();
+        let (dir, _) = slot.as_ref().ok_or(Status::NotFound)?;
+        let meta = self.open_uncached(dir, rel)?.1;
+        if meta.is_file() {
+            Ok(meta)
+        } else {
+            Err(Status::NotFound)
+        }
     }
 
     /// Opens a precompressed variant (`X.br`, `X.gz`); its absence is
@@ -139,6 +153,17 @@ impl Root {
         if let Hit::File(c) = self.cache.get(dir, rel) {
             return Ok(Found::File(c));
         }
+        let (file, meta) = self.open_uncached(dir, rel)?;
+        if meta.is_file() {
+            Ok(Found::File(self.cache.put_file(rel, file, meta)))
+        } else if meta.is_dir() {
+            Ok(Found::Dir)
+        } else {
+            Ok(Found::Other)
+        }
+    }
+
+    fn open_uncached(&self, dir: &OwnedFd, rel: &str) -> Result<(File, std::fs::Metadata), Status> {
         // O_NONBLOCK: opening a FIFO someone left in the root must not hang the worker.
         let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK;
         let fd = match self.symlinks {
@@ -150,13 +175,7 @@ impl Root {
         let meta = file
             .metadata()
             .map_err(|e| errno_status(Errno::from_raw(e.raw_os_error().unwrap_or(0))))?;
-        if meta.is_file() {
-            Ok(Found::File(self.cache.put_file(rel, file, meta)))
-        } else if meta.is_dir() {
-            Ok(Found::Dir)
-        } else {
-            Ok(Found::Other)
-        }
+        Ok((file, meta))
     }
 
     /// Opens `rel` so that no symlink can lead outside the root.
