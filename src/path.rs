@@ -6,9 +6,11 @@ use crate::limits::MAX_PATH;
 /// A decoded path relative to the root: segments joined by `/`, no leading
 /// slash, no empty, `.` or `..` segments, no NUL, no control bytes, valid UTF-8.
 /// Empty means the root itself.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct CleanPath {
-    rel: heapless::String<MAX_PATH>,
+    /// The path as the client sees it: `/a/b`, or `/a/b/` when asked as a
+    /// directory; `/` for the root. The relative path is a slice of it.
+    shown: heapless::String<{ MAX_PATH + 2 }>,
     /// The request asked for a directory (`/docs/`).
     pub trailing_slash: bool,
 }
@@ -25,28 +27,25 @@ pub enum PathError {
 
 impl CleanPath {
     pub fn as_str(&self) -> &str {
-        &self.rel
+        let rel = &self.shown[1..];
+        match rel.strip_suffix('/') {
+            Some(dir) if self.trailing_slash => dir,
+            _ => rel,
+        }
     }
 
     pub fn is_root(&self) -> bool {
-        self.rel.is_empty()
+        self.shown.len() == 1
     }
 
     /// The path as the client sees it: `/a/b`, or `/a/b/` when asked as a directory.
-    pub fn shown(&self) -> heapless::String<{ MAX_PATH + 2 }> {
-        let mut s = heapless::String::new();
-        // Capacity: the path plus a leading and a trailing slash.
-        let _ = s.push('/');
-        let _ = s.push_str(&self.rel);
-        if self.trailing_slash && !self.rel.is_empty() {
-            let _ = s.push('/');
-        }
-        s
+    pub fn shown(&self) -> &str {
+        &self.shown
     }
 
     /// The last segment, where the extension and the hidden-file rules look.
     pub fn file_name(&self) -> &str {
-        self.rel.rsplit('/').next().unwrap_or("")
+        self.as_str().rsplit('/').next().unwrap_or("")
     }
 }
 
@@ -60,6 +59,14 @@ pub fn split_query(target: &[u8]) -> (&[u8], Option<&[u8]>) {
 
 /// Decodes and normalises an origin-form path (without its query).
 pub fn clean(raw: &[u8]) -> Result<CleanPath, PathError> {
+    let mut path = CleanPath::default();
+    clean_into(raw, &mut path)?;
+    Ok(path)
+}
+
+/// `clean`, written into `out`: a CleanPath is over 2 KiB, and the request
+/// path should not pay for copies of it.
+pub fn clean_into(raw: &[u8], out: &mut CleanPath) -> Result<(), PathError> {
     if raw.first() != Some(&b'/') {
         return Err(PathError::BadRequest);
     }
@@ -86,7 +93,9 @@ pub fn clean(raw: &[u8]) -> Result<CleanPath, PathError> {
         i += 1;
     }
     let text = std::str::from_utf8(&decoded).map_err(|_| PathError::BadRequest)?;
-    let mut rel = heapless::String::<MAX_PATH>::new();
+    let shown = &mut out.shown;
+    shown.clear();
+    let _ = shown.push('/');
     for (n, segment) in text
         .split('/')
         .filter(|s| !s.is_empty() && *s != ".")
@@ -98,15 +107,20 @@ pub fn clean(raw: &[u8]) -> Result<CleanPath, PathError> {
         if segment.starts_with('.') && !(n == 0 && segment == ".well-known") {
             return Err(PathError::Hidden);
         }
-        if !rel.is_empty() {
-            rel.push('/').map_err(|_| PathError::TooLong)?;
+        if n > 0 {
+            shown.push('/').map_err(|_| PathError::TooLong)?;
         }
-        rel.push_str(segment).map_err(|_| PathError::TooLong)?;
+        shown.push_str(segment).map_err(|_| PathError::TooLong)?;
     }
-    Ok(CleanPath {
-        rel,
-        trailing_slash: text.ends_with('/'),
-    })
+    // The relative part (without the leading slash) is what must fit MAX_PATH.
+    if shown.len() - 1 > MAX_PATH {
+        return Err(PathError::TooLong);
+    }
+    out.trailing_slash = text.ends_with('/');
+    if out.trailing_slash && shown.len() > 1 {
+        let _ = shown.push('/');
+    }
+    Ok(())
 }
 
 fn hex(c: u8) -> Option<u8> {

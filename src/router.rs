@@ -75,8 +75,9 @@ pub fn respond(
         return Routed::Respond(finish(site, Response::status(Status::NotImplemented), ""));
     }
     let (raw_path, query) = path::split_query(req.target);
-    let path = match path::clean(raw_path) {
-        Ok(p) => p,
+    let mut path = CleanPath::default();
+    match path::clean_into(raw_path, &mut path) {
+        Ok(()) => {}
         Err(PathError::BadRequest) => {
             return Routed::Respond(finish(site, Response::status(Status::BadRequest), ""));
         }
@@ -86,13 +87,13 @@ pub fn respond(
         }
     };
     let shown = path.shown();
-    if access::check(&site.config.access, &shown, client.peer.ip()) == Verdict::Deny {
+    if access::check(&site.config.access, shown, client.peer.ip()) == Verdict::Deny {
         return Routed::Respond(error(site, Status::Forbidden, path.as_str()));
     }
     let user = match site
         .auth
         .borrow_mut()
-        .check(req, &shown, client.peer.ip(), verdict)
+        .check(req, shown, client.peer.ip(), verdict)
     {
         Decision::Pass(user) => user,
         Decision::Verify(pending) => return Routed::Verify(pending),
@@ -105,10 +106,10 @@ pub fn respond(
             return Routed::Respond(finish(site, r, path.as_str()));
         }
     };
-    if let Some(r) = redirect(site, &shown, query) {
+    if let Some(r) = redirect(site, shown, query) {
         return Routed::Respond(finish(site, r, path.as_str()));
     }
-    if let Some(script) = cgi::find(&site.config.cgi, &site.root, &path, &shown) {
+    if let Some(script) = cgi::find(&site.config.cgi, &site.root, &path, shown) {
         return match (script, req.method) {
             (Ok(script), Method::Get | Method::Head | Method::Post) => {
                 let caller = cgi::Caller {
