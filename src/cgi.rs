@@ -665,7 +665,7 @@ async fn answer(
 ) -> Result<Outcome, End> {
     let mut r = Response::status(status);
     if status == Status::ServiceUnavailable {
-        r.add_header("Retry-After", "5");
+        r.add_header("Retry-After: 5");
     }
     let mut out = w.pool.out();
     let date = w.clock.date();

@@ -283,7 +283,7 @@ impl Conn {
             }
             _ if !self.w.cgi_slot() => {
                 let mut r = Response::fatal(Status::ServiceUnavailable);
-                r.add_header("Retry-After", "5");
+                r.add_header("Retry-After: 5");
                 Some(r)
             }
             _ => None,

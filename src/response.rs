@@ -50,7 +50,8 @@ pub struct Response {
     /// The realm of a 401 challenge.
     pub www_authenticate: Option<&'static str>,
     pub accept_ranges: bool,
-    pub extra: heapless::Vec<(&'static str, &'static str), 12>,
+    /// Header lines, `Name: value`, each written in one piece.
+    pub extra: heapless::Vec<&'static str, 12>,
     pub body: Body,
     /// The connection closes after this response (bad framing, for one).
     pub close: bool,
@@ -94,21 +95,22 @@ impl Response {
         r
     }
 
-    pub fn add_header(&mut self, name: &'static str, value: &'static str) {
-        if self.extra.push((name, value)).is_err() {
+    /// Adds a header line, `Name: value`.
+    pub fn add_header(&mut self, line: &'static str) {
+        if self.extra.push(line).is_err() {
             log::warn!(
-                "more than {} extra headers on one response; dropped {name}",
+                "more than {} extra headers on one response; dropped {line}",
                 self.extra.capacity()
             );
         }
     }
 
     pub fn remove_header(&mut self, name: &str) {
-        self.extra.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        self.extra.retain(|line| !is_named(line, name));
     }
 
     pub fn has_header(&self, name: &str) -> bool {
-        self.extra.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+        self.extra.iter().any(|line| is_named(line, name))
     }
 
     pub fn body_len(&self) -> u64 {
@@ -120,6 +122,12 @@ impl Response {
             Body::Gunzip { len, .. } => *len,
         }
     }
+}
+
+/// Whether header line `Name: value` is a `name` header.
+fn is_named(line: &str, name: &str) -> bool {
+    line.as_bytes().get(name.len()) == Some(&b':')
+        && line.as_bytes()[..name.len()].eq_ignore_ascii_case(name.as_bytes())
 }
 
 /// What the connection knows that the router does not.
@@ -194,8 +202,8 @@ pub fn write_head_with(
         out.extend_from_slice(realm.as_bytes());
         out.extend_from_slice(b"\", charset=\"UTF-8\"");
     }
-    for (name, value) in &r.extra {
-        header(out, name, value.as_bytes());
+    for line in &r.extra {
+        field(out, b"\r\n", line.as_bytes());
     }
     more(out);
     match (cx.keep_alive, cx.version) {
@@ -278,7 +286,7 @@ mod tests {
     #[test]
     fn head_shape() {
         let mut r = Response::status(Status::NotFound);
-        r.add_header("Cache-Control", "no-cache");
+        r.add_header("Cache-Control: no-cache");
         let mut out = Vec::new();
         let cx = HeadContext {
             version: Version::Http10,

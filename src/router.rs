@@ -102,7 +102,7 @@ pub fn respond(
         }
         Decision::Limited => {
             let mut r = Response::status(Status::TooManyRequests);
-            r.add_header("Retry-After", "60");
+            r.add_header("Retry-After: 60");
             return Routed::Respond(finish(site, r, path.as_str()));
         }
     };
@@ -192,19 +192,20 @@ fn serve(site: &Site, req: &Request<'_>, original: Opened, enc: Encodings) -> Re
     let mut r = match chosen {
         Some((coding, v)) => {
             let mut r = representation(req, &v, &original.name);
-            r.add_header("Content-Encoding", coding);
+            r.add_header(coding);
             r
         }
         None => representation(req, &original, &original.name),
     };
     if has_variants {
-        r.add_header("Vary", "Accept-Encoding");
+        r.add_header("Vary: Accept-Encoding");
     }
     finish_file(site, r, &original)
 }
 
-/// The best variant the client takes (`X.br` before `X.gz`), and whether the
-/// path has any; a variant older than the original is ignored.
+/// The best variant the client takes (`X.br` before `X.gz`) with its
+/// Content-Encoding line, and whether the path has any; a variant older than
+/// the original is ignored.
 fn variant(
     site: &Site,
     original: &Opened,
@@ -212,7 +213,10 @@ fn variant(
 ) -> (Option<(&'static str, Opened)>, bool) {
     let mut any = false;
     let mut buf = heapless::String::new();
-    for (suffix, coding, accepted) in [(".br", "br", enc.br), (".gz", "gzip", enc.gzip)] {
+    for (suffix, coding, accepted) in [
+        (".br", "Content-Encoding: br", enc.br),
+        (".gz", "Content-Encoding: gzip", enc.gzip),
+    ] {
         let Some(name) = static_files::with_suffix(&mut buf, &original.name, suffix) else {
             continue;
         };
@@ -242,12 +246,12 @@ fn gz_only(site: &Site, req: &Request<'_>, name: &str, enc: Encodings) -> Option
         .ok()?;
     let mut r = if enc.gzip {
         let mut r = representation(req, &gz, name);
-        r.add_header("Content-Encoding", "gzip");
+        r.add_header("Content-Encoding: gzip");
         r
     } else {
         gunzipped(req, gz, name)
     };
-    r.add_header("Vary", "Accept-Encoding");
+    r.add_header("Vary: Accept-Encoding");
     Some(finish(site, r, name))
 }
 
@@ -388,7 +392,7 @@ fn error(site: &Site, status: Status, path: &str) -> Response {
         }
         None => Response::status(status),
     };
-    r.add_header("Cache-Control", "no-cache");
+    r.add_header("Cache-Control: no-cache");
     finish(site, r, path)
 }
 
@@ -397,7 +401,7 @@ fn listing(site: &Site, path: &CleanPath) -> Response {
         Ok(html) => {
             let mut r = Response::new(Status::Ok, Body::Owned(html));
             r.content_type = Some("text/html; charset=utf-8");
-            r.add_header("Cache-Control", "no-cache");
+            r.add_header("Cache-Control: no-cache");
             finish(site, r, path.as_str())
         }
         Err(e) => {
@@ -457,14 +461,14 @@ fn apply_rules(site: &Site, mut r: Response, matched: Matched) -> Response {
     let is_file = r.body.is_file() || r.status == Status::NotModified;
     if is_file && !r.has_header("Cache-Control") {
         if let Some(cc) = matched.cache_control {
-            r.add_header("Cache-Control", cc);
+            r.add_header(cc);
         }
     }
     for action in rules.header_actions(matched) {
         match action {
-            HeaderAction::Set(n, v) => {
-                r.remove_header(n);
-                r.add_header(n, v);
+            HeaderAction::Set { name, line } => {
+                r.remove_header(name);
+                r.add_header(line);
             }
             HeaderAction::Remove(n) => r.remove_header(n),
         }

@@ -68,7 +68,11 @@ fn is_hash(part: &str) -> bool {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum HeaderAction {
-    Set(String, String),
+    /// Replace any header of this name with `line` (`Name: value`).
+    Set {
+        name: String,
+        line: String,
+    },
     Remove(String),
 }
 
@@ -85,7 +89,9 @@ pub struct Redirect {
 /// Header rules per config: `Matched` keeps one bit for each. The defaults use 3.
 pub const MAX_HEADER_RULES: usize = 64;
 
-/// The rules one path matches: its Cache-Control and a bit per header rule.
+const CACHE_CONTROL: &str = "Cache-Control: ";
+
+/// The rules one path matches: its Cache-Control line and a bit per header rule.
 #[derive(Debug, Clone, Copy)]
 pub struct Matched {
     pub cache_control: Option<&'static str>,
@@ -94,7 +100,8 @@ pub struct Matched {
 
 #[derive(Debug)]
 pub struct Rules {
-    /// First match wins: the config's rules, then the defaults.
+    /// First match wins: the config's rules, then the defaults. Each value
+    /// is kept as its header line, `Cache-Control: value`.
     pub cache: Vec<(Pattern, Option<String>)>,
     /// All matching rules apply in order: the defaults, then the config's.
     pub headers: Vec<(Pattern, HeaderAction)>,
@@ -108,16 +115,20 @@ pub struct Rules {
 
 impl Default for Rules {
     fn default() -> Self {
+        let line = |v: &str| Some(format!("{CACHE_CONTROL}{v}"));
         let cache = vec![
-            (
-                Pattern::Hashed,
-                Some("public, max-age=31536000, immutable".to_string()),
-            ),
-            (Pattern::Glob("*.html".into()), Some("no-cache".to_string())),
-            (Pattern::Glob("*.htm".into()), Some("no-cache".to_string())),
-            (Pattern::Any, Some("max-age=300".to_string())),
+            (Pattern::Hashed, line("public, max-age=31536000, immutable")),
+            (Pattern::Glob("*.html".into()), line("no-cache")),
+            (Pattern::Glob("*.htm".into()), line("no-cache")),
+            (Pattern::Any, line("max-age=300")),
         ];
-        let set = |n: &str, v: &str| (Pattern::Any, HeaderAction::Set(n.into(), v.into()));
+        let set = |n: &str, v: &str| {
+            let action = HeaderAction::Set {
+                name: n.into(),
+                line: format!("{n}: {v}"),
+            };
+            (Pattern::Any, action)
+        };
         Rules {
             cache,
             headers: vec![
@@ -176,7 +187,7 @@ impl Rules {
         if directive.bytes().any(|b| b.is_ascii_control()) {
             return Err("control characters in a header value".into());
         }
-        let directive = (directive != "off").then(|| directive.to_string());
+        let directive = (directive != "off").then(|| format!("{CACHE_CONTROL}{directive}"));
         self.cache.insert(self.defaults_from, (pattern, directive));
         self.defaults_from += 1;
         Ok(())
@@ -193,7 +204,11 @@ impl Rules {
             if v.is_empty() || v.bytes().any(|b| b.is_ascii_control()) {
                 return Err("a header value must be non-empty, without control characters".into());
             }
-            HeaderAction::Set(header_name(name)?, v.to_string())
+            let name = header_name(name)?;
+            HeaderAction::Set {
+                line: format!("{name}: {v}"),
+                name,
+            }
         };
         if self.headers.len() >= MAX_HEADER_RULES {
             return Err(format!("at most {MAX_HEADER_RULES} header rules"));
@@ -251,7 +266,7 @@ impl Rules {
             }
         }
         Matched {
-            cache_control: self.cache_control(path),
+            cache_control: self.cache_control_line(path),
             headers,
         }
     }
@@ -267,10 +282,16 @@ impl Rules {
 
     /// The Cache-Control value for a path, if any.
     pub fn cache_control(&self, path: &str) -> Option<&str> {
+        self.cache_control_line(path)
+            .map(|line| &line[CACHE_CONTROL.len()..])
+    }
+
+    /// The Cache-Control header line (`Cache-Control: value`) for a path, if any.
+    fn cache_control_line(&self, path: &str) -> Option<&str> {
         self.cache
             .iter()
             .find(|(p, _)| p.matches(path))
-            .and_then(|(_, v)| v.as_deref())
+            .and_then(|(_, line)| line.as_deref())
     }
 
     /// The redirect for a path: its Location and status.
