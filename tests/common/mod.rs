@@ -209,8 +209,10 @@ impl Server {
         None
     }
 
-    /// The port of the `[::1]` listener, from the log.
+    /// The port of the `[::1]` listener, from the log. The server is ready as
+    /// soon as its first listener is logged; this one may come a moment later.
     pub fn ipv6_port(&self) -> u16 {
+        self.wait_log("listening on [::1]:", Duration::from_secs(5));
         self.log_text()
             .lines()
             .find_map(|l| {
