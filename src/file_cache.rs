@@ -7,7 +7,7 @@
 //! a precompressed variant (`X.br`, `X.gz`) is remembered for a second:
 //! a variant added later is found within that second.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::fs::{File, Metadata};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -75,6 +75,22 @@ pub struct CachedFile {
     pub validators: Validators,
     /// Which config rules its name matches; filled by the router on first use.
     pub rules: OnceCell<Matched>,
+    /// When probes last found no precompressed variant of it.
+    no_variants: Cell<Option<Instant>>,
+}
+
+impl CachedFile {
+    /// Whether the variant probes found none less than a second ago, so
+    /// they can be skipped (the same second as an absent variant's entry).
+    pub fn known_without_variants(&self) -> bool {
+        self.no_variants
+            .get()
+            .is_some_and(|at| at.elapsed() < ABSENT_FOR)
+    }
+
+    pub fn mark_without_variants(&self) {
+        self.no_variants.set(Some(Instant::now()));
+    }
 }
 
 enum Kind {
@@ -98,7 +114,7 @@ pub enum Hit {
 #[derive(Default)]
 pub struct FileCache {
     entries: RefCell<Vec<Entry>>,
-    body_bytes: std::cell::Cell<usize>,
+    body_bytes: Cell<usize>,
 }
 
 impl FileCache {
@@ -160,6 +176,7 @@ impl FileCache {
             name: rel.into(),
             validators,
             rules: OnceCell::new(),
+            no_variants: Cell::new(None),
         });
         self.insert(Entry {
             rel: rel.into(),

@@ -211,6 +211,9 @@ fn variant(
     original: &Opened,
     enc: Encodings,
 ) -> (Option<(&'static str, Opened)>, bool) {
+    if original.known_without_variants() {
+        return (None, false);
+    }
     let mut any = false;
     let mut buf = heapless::String::new();
     for (suffix, coding, accepted) in [
@@ -232,6 +235,9 @@ fn variant(
         if accepted {
             return (Some((coding, v)), true);
         }
+    }
+    if !any {
+        original.mark_without_variants();
     }
     (None, any)
 }
