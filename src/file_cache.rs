@@ -72,6 +72,8 @@ pub struct CachedFile {
     pub body: Option<Rc<[u8]>>,
     /// Its path relative to the root (an index file includes its own name).
     pub name: Box<str>,
+    /// Its media type, from the name.
+    pub content_type: &'static str,
     pub validators: Validators,
     /// Which config rules its name matches; filled by the router on first use.
     pub rules: OnceCell<Matched>,
@@ -174,6 +176,7 @@ impl FileCache {
             meta,
             body,
             name: rel.into(),
+            content_type: crate::mime::for_name(rel),
             validators,
             rules: OnceCell::new(),
             no_variants: Cell::new(None),

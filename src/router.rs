@@ -191,11 +191,11 @@ fn serve(site: &Site, req: &Request<'_>, original: Opened, enc: Encodings) -> Re
     let (chosen, has_variants) = variant(site, &original, enc);
     let mut r = match chosen {
         Some((coding, v)) => {
-            let mut r = representation(req, &v, &original.name);
+            let mut r = representation(req, &v, original.content_type);
             r.add_header(coding);
             r
         }
-        None => representation(req, &original, &original.name),
+        None => representation(req, &original, original.content_type),
     };
     if has_variants {
         r.add_header("Vary: Accept-Encoding");
@@ -251,7 +251,7 @@ fn gz_only(site: &Site, req: &Request<'_>, name: &str, enc: Encodings) -> Option
         .open_variant(static_files::with_suffix(&mut buf, name, ".gz")?)
         .ok()?;
     let mut r = if enc.gzip {
-        let mut r = representation(req, &gz, name);
+        let mut r = representation(req, &gz, mime::for_name(name));
         r.add_header("Content-Encoding: gzip");
         r
     } else {
@@ -292,8 +292,8 @@ fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
     r
 }
 
-/// One file as a response: validators, conditions, range. `name` gives the type.
-fn representation(req: &Request<'_>, f: &Opened, name: &str) -> Response {
+/// One file as a response: validators, conditions, range.
+fn representation(req: &Request<'_>, f: &Opened, content_type: &'static str) -> Response {
     let len = f.meta.len();
     let validators = &f.validators;
     match conditional::evaluate(&conditions(req), validators) {
@@ -335,7 +335,7 @@ fn representation(req: &Request<'_>, f: &Opened, name: &str) -> Response {
             len: part,
         },
     );
-    r.content_type = Some(mime::for_name(name));
+    r.content_type = Some(content_type);
     r.last_modified = Some(validators.modified);
     r.etag = Some(validators.etag.clone());
     r.accept_ranges = true;
@@ -393,7 +393,7 @@ fn error(site: &Site, status: Status, path: &str) -> Response {
                     offset: 0,
                 },
             );
-            r.content_type = Some(mime::for_name(&page.name));
+            r.content_type = Some(page.content_type);
             r
         }
         None => Response::status(status),
