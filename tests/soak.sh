@@ -78,11 +78,16 @@ check_ab() {
 	fi
 }
 
-# Warm-up: the allocator and the kernel reach their working sizes.
+# Warm-up: the allocator and the kernel reach their working sizes, and every
+# worker's file cache holds both files (one open descriptor each). The 10
+# keep-alive connections may all land on one worker; the open/close runs
+# reach them all.
 ab -k -q -c 10 -n 20000 "http://127.0.0.1:$port/index.html" >"$work/warm1" 2>&1
 ab -q -c 10 -n 2000 "http://127.0.0.1:$port/big.bin" >"$work/warm2" 2>&1
+ab -q -c 10 -n 2000 "http://127.0.0.1:$port/index.html" >"$work/warm3" 2>&1
 check_ab "warm-up keep-alive" 20000 "$work/warm1"
 check_ab "warm-up open/close" 2000 "$work/warm2"
+check_ab "warm-up open/close, small file" 2000 "$work/warm3"
 
 # The idle state: wait until two readings agree.
 fds_before=$(fds_settle "$(fds)")
