@@ -1,159 +1,88 @@
 //! The status codes Marmoset sends, with their reason phrases.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Ok,
-    Created,
-    Accepted,
-    NoContent,
-    PartialContent,
-    MovedPermanently,
-    Found,
-    SeeOther,
-    NotModified,
-    TemporaryRedirect,
-    PermanentRedirect,
-    BadRequest,
-    Unauthorized,
-    Forbidden,
-    NotFound,
-    MethodNotAllowed,
-    RequestTimeout,
-    Conflict,
-    Gone,
-    PreconditionFailed,
-    ContentTooLarge,
-    UriTooLong,
-    RangeNotSatisfiable,
-    UnprocessableContent,
-    TooManyRequests,
-    HeaderFieldsTooLarge,
-    InternalServerError,
-    NotImplemented,
-    BadGateway,
-    ServiceUnavailable,
-    GatewayTimeout,
-    VersionNotSupported,
+/// One table gives the enum, the codes, the reasons and the lookup by code.
+macro_rules! statuses {
+    ($($name:ident = $code:literal $reason:literal,)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Status {
+            $($name,)*
+        }
+
+        impl Status {
+            const ALL: &'static [Status] = &[$(Status::$name,)*];
+
+            pub fn code(self) -> u16 {
+                match self {
+                    $(Status::$name => $code,)*
+                }
+            }
+
+            pub fn reason(self) -> &'static str {
+                match self {
+                    $(Status::$name => $reason,)*
+                }
+            }
+        }
+    };
+}
+
+statuses! {
+    Ok = 200 "OK",
+    Created = 201 "Created",
+    Accepted = 202 "Accepted",
+    NoContent = 204 "No Content",
+    PartialContent = 206 "Partial Content",
+    MovedPermanently = 301 "Moved Permanently",
+    Found = 302 "Found",
+    SeeOther = 303 "See Other",
+    NotModified = 304 "Not Modified",
+    TemporaryRedirect = 307 "Temporary Redirect",
+    PermanentRedirect = 308 "Permanent Redirect",
+    BadRequest = 400 "Bad Request",
+    Unauthorized = 401 "Unauthorized",
+    Forbidden = 403 "Forbidden",
+    NotFound = 404 "Not Found",
+    MethodNotAllowed = 405 "Method Not Allowed",
+    RequestTimeout = 408 "Request Timeout",
+    Conflict = 409 "Conflict",
+    Gone = 410 "Gone",
+    PreconditionFailed = 412 "Precondition Failed",
+    ContentTooLarge = 413 "Content Too Large",
+    UriTooLong = 414 "URI Too Long",
+    RangeNotSatisfiable = 416 "Range Not Satisfiable",
+    UnprocessableContent = 422 "Unprocessable Content",
+    TooManyRequests = 429 "Too Many Requests",
+    HeaderFieldsTooLarge = 431 "Request Header Fields Too Large",
+    InternalServerError = 500 "Internal Server Error",
+    NotImplemented = 501 "Not Implemented",
+    BadGateway = 502 "Bad Gateway",
+    ServiceUnavailable = 503 "Service Unavailable",
+    GatewayTimeout = 504 "Gateway Timeout",
+    VersionNotSupported = 505 "HTTP Version Not Supported",
 }
 
 impl Status {
-    pub fn code(self) -> u16 {
-        use Status::*;
-        match self {
-            Ok => 200,
-            Created => 201,
-            Accepted => 202,
-            NoContent => 204,
-            PartialContent => 206,
-            MovedPermanently => 301,
-            Found => 302,
-            SeeOther => 303,
-            NotModified => 304,
-            TemporaryRedirect => 307,
-            PermanentRedirect => 308,
-            BadRequest => 400,
-            Unauthorized => 401,
-            Forbidden => 403,
-            NotFound => 404,
-            MethodNotAllowed => 405,
-            RequestTimeout => 408,
-            Conflict => 409,
-            Gone => 410,
-            PreconditionFailed => 412,
-            ContentTooLarge => 413,
-            UriTooLong => 414,
-            RangeNotSatisfiable => 416,
-            UnprocessableContent => 422,
-            TooManyRequests => 429,
-            HeaderFieldsTooLarge => 431,
-            InternalServerError => 500,
-            NotImplemented => 501,
-            BadGateway => 502,
-            ServiceUnavailable => 503,
-            GatewayTimeout => 504,
-            VersionNotSupported => 505,
-        }
-    }
-
-    pub fn reason(self) -> &'static str {
-        use Status::*;
-        match self {
-            Ok => "OK",
-            Created => "Created",
-            Accepted => "Accepted",
-            NoContent => "No Content",
-            PartialContent => "Partial Content",
-            MovedPermanently => "Moved Permanently",
-            Found => "Found",
-            SeeOther => "See Other",
-            NotModified => "Not Modified",
-            TemporaryRedirect => "Temporary Redirect",
-            PermanentRedirect => "Permanent Redirect",
-            BadRequest => "Bad Request",
-            Unauthorized => "Unauthorized",
-            Forbidden => "Forbidden",
-            NotFound => "Not Found",
-            MethodNotAllowed => "Method Not Allowed",
-            RequestTimeout => "Request Timeout",
-            Conflict => "Conflict",
-            Gone => "Gone",
-            PreconditionFailed => "Precondition Failed",
-            ContentTooLarge => "Content Too Large",
-            UriTooLong => "URI Too Long",
-            RangeNotSatisfiable => "Range Not Satisfiable",
-            UnprocessableContent => "Unprocessable Content",
-            TooManyRequests => "Too Many Requests",
-            HeaderFieldsTooLarge => "Request Header Fields Too Large",
-            InternalServerError => "Internal Server Error",
-            NotImplemented => "Not Implemented",
-            BadGateway => "Bad Gateway",
-            ServiceUnavailable => "Service Unavailable",
-            GatewayTimeout => "Gateway Timeout",
-            VersionNotSupported => "HTTP Version Not Supported",
-        }
-    }
-
     pub fn from_code(code: u16) -> Option<Status> {
-        use Status::*;
-        const ALL: [Status; 32] = [
-            Ok,
-            Created,
-            Accepted,
-            NoContent,
-            PartialContent,
-            MovedPermanently,
-            Found,
-            SeeOther,
-            NotModified,
-            TemporaryRedirect,
-            PermanentRedirect,
-            BadRequest,
-            Unauthorized,
-            Forbidden,
-            NotFound,
-            MethodNotAllowed,
-            RequestTimeout,
-            Conflict,
-            Gone,
-            PreconditionFailed,
-            ContentTooLarge,
-            UriTooLong,
-            RangeNotSatisfiable,
-            UnprocessableContent,
-            TooManyRequests,
-            HeaderFieldsTooLarge,
-            InternalServerError,
-            NotImplemented,
-            BadGateway,
-            ServiceUnavailable,
-            GatewayTimeout,
-            VersionNotSupported,
-        ];
-        ALL.into_iter().find(|s| s.code() == code)
+        Status::ALL.iter().copied().find(|s| s.code() == code)
     }
 
     /// Statuses whose response never has a body (RFC 9110 section 15).
     pub fn has_body(self) -> bool {
         !matches!(self, Status::NotModified | Status::NoContent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_is_found_by_its_own_code_only() {
+        for &s in Status::ALL {
+            assert_eq!(Status::from_code(s.code()), Some(s), "{s:?}");
+            assert!((200..600).contains(&s.code()));
+            assert!(!s.reason().is_empty());
+        }
+        assert_eq!(Status::from_code(418), None);
     }
 }
