@@ -95,14 +95,19 @@ impl CachedFile {
     }
 }
 
-enum Kind {
+/// One name the cache knows: a file (which carries its own name) or an absence.
+enum Entry {
     File(Rc<CachedFile>, Fingerprint),
-    Absent(Instant),
+    Absent(Box<str>, Instant),
 }
 
-struct Entry {
-    rel: Box<str>,
-    kind: Kind,
+impl Entry {
+    fn rel(&self) -> &str {
+        match self {
+            Entry::File(cached, _) => &cached.name,
+            Entry::Absent(rel, _) => rel,
+        }
+    }
 }
 
 /// What the cache knows about a name.
@@ -123,13 +128,13 @@ impl FileCache {
     /// Looks `rel` up, checking a cached file against what is on disk now.
     pub fn get(&self, dir: &OwnedFd, rel: &str) -> Hit {
         let mut entries = self.entries.borrow_mut();
-        let Some(i) = entries.iter().position(|e| &*e.rel == rel) else {
+        let Some(i) = entries.iter().position(|e| e.rel() == rel) else {
             return Hit::Miss;
         };
-        let current = match &entries[i].kind {
-            Kind::Absent(since) if since.elapsed() < ABSENT_FOR => return Hit::Absent,
-            Kind::Absent(_) => None,
-            Kind::File(cached, fp) => match fstatat(dir, rel, AtFlags::empty()) {
+        let current = match &entries[i] {
+            Entry::Absent(_, since) if since.elapsed() < ABSENT_FOR => return Hit::Absent,
+            Entry::Absent(..) => None,
+            Entry::File(cached, fp) => match fstatat(dir, rel, AtFlags::empty()) {
                 Ok(st) if Fingerprint::of_stat(&st) == *fp => Some(cached.clone()),
                 _ => None,
             },
@@ -181,24 +186,18 @@ impl FileCache {
             rules: OnceCell::new(),
             no_variants: Cell::new(None),
         });
-        self.insert(Entry {
-            rel: rel.into(),
-            kind: Kind::File(cached.clone(), fp),
-        });
+        self.insert(Entry::File(cached.clone(), fp));
         cached
     }
 
     /// Remembers that a variant name does not exist, for a second.
     pub fn put_absent(&self, rel: &str) {
-        self.insert(Entry {
-            rel: rel.into(),
-            kind: Kind::Absent(Instant::now()),
-        });
+        self.insert(Entry::Absent(rel.into(), Instant::now()));
     }
 
     fn insert(&self, entry: Entry) {
         let mut entries = self.entries.borrow_mut();
-        if let Some(i) = entries.iter().position(|e| e.rel == entry.rel) {
+        if let Some(i) = entries.iter().position(|e| e.rel() == entry.rel()) {
             let old = entries.remove(i);
             self.forget_body(&old);
         }
@@ -213,7 +212,7 @@ impl FileCache {
     }
 
     fn forget_body(&self, e: &Entry) {
-        if let Kind::File(cached, _) = &e.kind {
+        if let Entry::File(cached, _) = e {
             if let Some(b) = &cached.body {
                 self.body_bytes
                     .set(self.body_bytes.get().saturating_sub(b.len()));
