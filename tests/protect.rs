@@ -154,25 +154,22 @@ fn success_is_cached_and_the_file_reread() {
     assert_eq!(s.get("/admin/", &[&basic("bcrypt", "new-pw")]).status, 200);
 }
 
-#[test]
-fn address_rules_for_ipv4_and_ipv6_clients() {
+/// A server on both loopbacks, over a root with `/` and `/admin/`, with
+/// address rules; also returns the port of its `[::1]` listener.
+fn dual_stack_with(rules: &[&str]) -> (Server, u16) {
     let root = TempDir::new("access");
     root.write("index.html", "x");
     root.write("admin/index.html", "admin");
-    let s = Server::start_in(
-        root,
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--listen",
-            "[::1]:0",
-            "--allow",
-            "/admin/ 127.0.0.0/8",
-            "--deny",
-            "/admin/ all",
-        ],
-    );
+    let mut args = vec!["--listen", "127.0.0.1:0", "--listen", "[::1]:0"];
+    args.extend_from_slice(rules);
+    let s = Server::start_in(root, &args);
     let v6 = s.ipv6_port();
+    (s, v6)
+}
+
+#[test]
+fn address_rules_for_ipv4_and_ipv6_clients() {
+    let (s, v6) = dual_stack_with(&["--allow", "/admin/ 127.0.0.0/8", "--deny", "/admin/ all"]);
     let (code, _, _) = curl(&[&s.url("/admin/")]);
     assert_eq!(code, 200, "IPv4 loopback is allowed");
     let (code, _, _) = curl(&["-g", &format!("http://[::1]:{v6}/admin/")]);
@@ -180,23 +177,7 @@ fn address_rules_for_ipv4_and_ipv6_clients() {
     let (code, _, _) = curl(&["-g", &format!("http://[::1]:{v6}/")]);
     assert_eq!(code, 200, "outside the prefix: allowed");
 
-    let root = TempDir::new("access6");
-    root.write("index.html", "x");
-    root.write("admin/index.html", "admin");
-    let s = Server::start_in(
-        root,
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--listen",
-            "[::1]:0",
-            "--deny",
-            "/admin 127.0.0.1",
-            "--allow",
-            "/admin ::1/128",
-        ],
-    );
-    let v6 = s.ipv6_port();
+    let (s, v6) = dual_stack_with(&["--deny", "/admin 127.0.0.1", "--allow", "/admin ::1/128"]);
     assert_eq!(s.get("/admin/", &[]).status, 403);
     assert_eq!(curl(&["-g", &format!("http://[::1]:{v6}/admin/")]).0, 200);
 }
