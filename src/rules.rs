@@ -280,8 +280,10 @@ impl Rules {
             .map(|(_, (_, action))| action)
     }
 
-    /// The Cache-Control value for a path, if any.
-    pub fn cache_control(&self, path: &str) -> Option<&str> {
+    /// The Cache-Control value for a path, if any (what the tests read; the
+    /// server uses the whole line through `matched`).
+    #[cfg(test)]
+    fn cache_control(&self, path: &str) -> Option<&str> {
         self.cache_control_line(path)
             .map(|line| &line[CACHE_CONTROL.len()..])
     }
