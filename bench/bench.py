@@ -675,17 +675,30 @@ def table(results, names, test, cols):
     return "\n".join(lines + ([""] + errs if errs else []))
 
 
+def newest_source():
+    """The mtime of the newest input of a build: a binary older than it is stale."""
+    paths = [os.path.join(REPO, f) for f in ("Cargo.toml", "Cargo.lock", ".cargo/config.toml")]
+    for d, _, files in os.walk(os.path.join(REPO, "src")):
+        paths += [os.path.join(d, f) for f in files]
+    return max(os.path.getmtime(p) for p in paths if os.path.exists(p))
+
+
 def binary_sizes():
-    lines = ["| target | stripped size |", "|---|---:|"]
-    triples = ["x86_64-unknown-linux-musl", "aarch64-unknown-linux-musl", "armv7-unknown-linux-gnueabihf"]
+    lines = ["| target | stripped size | built |", "|---|---:|---|"]
+    triples = ["x86_64-unknown-linux-musl", "aarch64-unknown-linux-musl",
+               "armv7-unknown-linux-musleabihf", "armv7-unknown-linux-gnueabihf"]
+    newest = newest_source()
     for triple in triples + ["host (release/marmoset)"]:
         path = (os.path.join(TARGET_DIR, triple, "release", "marmoset") if "host" not in triple
                 else os.path.join(TARGET_DIR, "release", "marmoset"))
         if not os.path.exists(path):
-            lines.append(f"| {triple} | not built |")
+            lines.append(f"| {triple} | not built | |")
             continue
         size, how = stripped_size(path, triple)
-        lines.append(f"| {triple} | {size:,} bytes ({size / 1024:.1f} KiB){how} |")
+        built = time.strftime("%Y-%m-%d %H:%M", time.gmtime(os.path.getmtime(path)))
+        if os.path.getmtime(path) < newest:
+            built += " (STALE: older than the source)"
+        lines.append(f"| {triple} | {size:,} bytes ({size / 1024:.1f} KiB){how} | {built} |")
     return "\n".join(lines)
 
 
