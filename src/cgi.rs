@@ -18,7 +18,7 @@ use crate::cgi_output::{self, ScriptHead};
 use crate::limits::HEAD_BUF;
 use crate::path::CleanPath;
 use crate::request::{Request, Version};
-use crate::response::{self, HeadContext, Response};
+use crate::response::{self, Response};
 use crate::sock::{End, Sock};
 use crate::spawn::{self, Spawned};
 use crate::static_files::Root;
@@ -572,13 +572,8 @@ async fn stream_body(
     let mut r = Response::new(head.status, response::Body::Script);
     r.location = head.location;
     let content_type = head.content_type;
-    let date = w.clock.date();
-    let cx = HeadContext {
-        version,
-        keep_alive,
-        date: &date,
-        server: w.config.server_name.as_deref(),
-    };
+    let date = w.clock.date_line();
+    let cx = w.head_context(version, keep_alive, &date);
     response::write_head_with(out, &r, &cx, |out| {
         if let Some(t) = &content_type {
             response::header(out, "Content-Type", t.as_bytes());
@@ -665,16 +660,11 @@ async fn answer(
 ) -> Result<Outcome, End> {
     let mut r = Response::status(status);
     if status == Status::ServiceUnavailable {
-        r.add_header("Retry-After: 5");
+        r.add_header("\r\nRetry-After: 5");
     }
     let mut out = w.pool.out();
-    let date = w.clock.date();
-    let cx = HeadContext {
-        version: Version::Http11,
-        keep_alive,
-        date: &date,
-        server: w.config.server_name.as_deref(),
-    };
+    let date = w.clock.date_line();
+    let cx = w.head_context(Version::Http11, keep_alive, &date);
     response::write_head(&mut out, &r, &cx);
     response::write_status_page(&mut out, status);
     let sent = sock.send_all(&out).await;

@@ -5,14 +5,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::httpdate;
 
+/// `\r\nDate: ` and an IMF-fixdate: the Date header as a head carries it.
+pub const DATE_LINE: usize = PREFIX.len() + httpdate::LEN;
+const PREFIX: &[u8] = b"\r\nDate: ";
+
 pub struct Clock {
-    cached: Cell<(u64, [u8; httpdate::LEN])>,
+    cached: Cell<(u64, [u8; DATE_LINE])>,
 }
 
 impl Default for Clock {
     fn default() -> Clock {
         Clock {
-            cached: Cell::new((u64::MAX, [b' '; httpdate::LEN])),
+            cached: Cell::new((u64::MAX, [b' '; DATE_LINE])),
         }
     }
 }
@@ -24,15 +28,17 @@ impl Clock {
             .map_or(0, |d| d.as_secs())
     }
 
-    /// Today's IMF-fixdate, reformatted only when the second changes.
-    pub fn date(&self) -> [u8; httpdate::LEN] {
+    /// The Date header line for now, remade only when the second changes.
+    pub fn date_line(&self) -> [u8; DATE_LINE] {
         let now = Self::now_secs();
-        let (secs, text) = self.cached.get();
+        let (secs, line) = self.cached.get();
         if secs == now {
-            return text;
+            return line;
         }
-        let text = httpdate::format(now);
-        self.cached.set((now, text));
-        text
+        let mut line = [0; DATE_LINE];
+        line[..PREFIX.len()].copy_from_slice(PREFIX);
+        line[PREFIX.len()..].copy_from_slice(&httpdate::format(now));
+        self.cached.set((now, line));
+        line
     }
 }

@@ -9,22 +9,47 @@ use crate::request::trim;
 /// modification time, and the modification time in whole seconds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Validators {
-    pub etag: heapless::String<56>,
+    /// `\r\nLast-Modified: DATE\r\nETag: "TAG"`: both headers as a response
+    /// head carries them, in one piece (each piece copied costs a memcpy call).
+    lines: heapless::String<LINES_MAX>,
     pub mtime: u64,
-    /// `mtime` as the Last-Modified header gives it.
-    pub modified: [u8; httpdate::LEN],
 }
+
+const MODIFIED: &str = "\r\nLast-Modified: ";
+const ETAG: &str = "\r\nETag: ";
+const ETAG_AT: usize = MODIFIED.len() + httpdate::LEN + ETAG.len();
+/// Three u64 in hex, the punctuation and a `-u` suffix fit in 56 bytes.
+const LINES_MAX: usize = ETAG_AT + 56;
 
 impl Validators {
     pub fn new(inode: u64, size: u64, mtime: u64, mtime_nsec: u64) -> Self {
-        let mut etag = heapless::String::new();
-        // Three u64 in hex and the punctuation fit in 56 bytes, so this cannot fail.
-        let _ = write!(etag, "\"{inode:x}-{size:x}-{mtime:x}.{mtime_nsec:x}\"");
-        Validators {
-            etag,
-            mtime,
-            modified: httpdate::format(mtime),
-        }
+        let mut lines = heapless::String::new();
+        let date = httpdate::format(mtime);
+        // The lengths are bounded as LINES_MAX says, so none of this can fail.
+        let _ = lines.push_str(MODIFIED);
+        let _ = lines.push_str(std::str::from_utf8(&date).unwrap_or_default());
+        let _ = lines.push_str(ETAG);
+        let _ = write!(lines, "\"{inode:x}-{size:x}-{mtime:x}.{mtime_nsec:x}\"");
+        Validators { lines, mtime }
+    }
+
+    /// The entity tag, quotes included.
+    pub fn etag(&self) -> &str {
+        self.lines.get(ETAG_AT..).unwrap_or_default()
+    }
+
+    /// The Last-Modified and ETag header lines, each preceded by CRLF.
+    pub fn head_lines(&self) -> &[u8] {
+        self.lines.as_bytes()
+    }
+
+    /// The validators of another representation of the same file (its
+    /// decompression): the same date, the ETag marked with `-u`.
+    pub fn other_representation(&self) -> Validators {
+        let mut v = self.clone();
+        v.lines.pop();
+        let _ = v.lines.push_str("-u\"");
+        v
     }
 }
 
@@ -47,7 +72,7 @@ pub struct Conditions<'a> {
 /// Evaluates preconditions in the order of RFC 9110 section 13.2.2, for GET or HEAD.
 pub fn evaluate(c: &Conditions<'_>, v: &Validators) -> Outcome {
     if let Some(im) = c.if_match {
-        if !matches_list(im, &v.etag, true) {
+        if !matches_list(im, v.etag(), true) {
             return Outcome::PreconditionFailed;
         }
     } else if let Some(date) = c.if_unmodified_since.and_then(httpdate::parse) {
@@ -56,7 +81,7 @@ pub fn evaluate(c: &Conditions<'_>, v: &Validators) -> Outcome {
         }
     }
     if let Some(inm) = c.if_none_match {
-        if matches_list(inm, &v.etag, false) {
+        if matches_list(inm, v.etag(), false) {
             return Outcome::NotModified;
         }
     } else if let Some(date) = c.if_modified_since.and_then(httpdate::parse) {
@@ -102,12 +127,17 @@ mod tests {
 
     #[test]
     fn etag_shape() {
-        assert_eq!(v().etag.as_str(), "\"10-20-f4240.5\"");
+        assert_eq!(v().etag(), "\"10-20-f4240.5\"");
+        assert_eq!(
+            v().head_lines(),
+            b"\r\nLast-Modified: Mon, 12 Jan 1970 13:46:40 GMT\r\nETag: \"10-20-f4240.5\""
+        );
+        assert_eq!(v().other_representation().etag(), "\"10-20-f4240.5-u\"");
     }
 
     #[test]
     fn if_none_match() {
-        let tag = v().etag;
+        let tag = v().etag().to_string();
         let weak = format!("W/{tag}");
         let list = format!("\"x\", {tag}");
         assert_eq!(
@@ -187,7 +217,7 @@ mod tests {
 
     #[test]
     fn if_match_and_if_unmodified_since() {
-        let tag = v().etag;
+        let tag = v().etag().to_string();
         let weak = format!("W/{tag}");
         assert_eq!(
             eval(Conditions {

@@ -15,7 +15,7 @@ use crate::clock::Clock;
 use crate::gunzip::Gunzip;
 use crate::limits::{HEAD_BUF, MAX_DISCARDED_BODY};
 use crate::request::{self, Body as RequestBody, Reject, Version};
-use crate::response::{self, Body, HeadContext, Response};
+use crate::response::{self, Body, Response};
 use crate::router::{self, Routed};
 use crate::sock::{End, Sock, within};
 use crate::status::Status;
@@ -283,7 +283,7 @@ impl Conn {
             }
             _ if !self.w.cgi_slot() => {
                 let mut r = Response::fatal(Status::ServiceUnavailable);
-                r.add_header("Retry-After: 5");
+                r.add_header("\r\nRetry-After: 5");
                 Some(r)
             }
             _ => None,
@@ -419,13 +419,8 @@ impl Conn {
         head_only: bool,
     ) -> (Vec<u8>, Body) {
         let mut out = self.w.pool.out();
-        let date = self.w.clock.date();
-        let cx = HeadContext {
-            version,
-            keep_alive,
-            date: &date,
-            server: self.w.config.server_name.as_deref(),
-        };
+        let date = self.w.clock.date_line();
+        let cx = self.w.head_context(version, keep_alive, &date);
         response::write_head(&mut out, &r, &cx);
         if head_only || !r.status.has_body() {
             return (out, Body::Empty);
@@ -547,7 +542,8 @@ impl Conn {
     /// Drops `n` bytes from the front of the buffer, keeping what follows.
     fn consume(&mut self, n: usize) {
         let n = n.min(self.len);
-        if let Some(buf) = self.buf.as_deref_mut() {
+        // Usually the whole buffer is one request: nothing to move.
+        if let (Some(buf), true) = (self.buf.as_deref_mut(), n < self.len) {
             buf.copy_within(n..self.len, 0);
         }
         self.len -= n;

@@ -29,7 +29,7 @@ pub fn evaluate(range: Option<&[u8]>, if_range: Option<&[u8]>, v: &Validators, l
 
 fn if_range_holds(cond: &[u8], v: &Validators) -> bool {
     if cond.starts_with(b"\"") || cond.starts_with(b"W/") {
-        tag_matches(cond, &v.etag, true)
+        tag_matches(cond, v.etag(), true)
     } else {
         httpdate::parse(cond) == Some(v.mtime)
     }
@@ -123,10 +123,10 @@ mod tests {
         let date = httpdate::format(5000);
         let old = httpdate::format(4000);
         let r = Some(&b"bytes=0-0"[..]);
-        assert_eq!(evaluate(r, Some(v.etag.as_bytes()), &v, 100), Part(0, 0));
+        assert_eq!(evaluate(r, Some(v.etag().as_bytes()), &v, 100), Part(0, 0));
         assert_eq!(evaluate(r, Some(b"\"stale\""), &v, 100), Full);
         assert_eq!(
-            evaluate(r, Some(format!("W/{}", v.etag).as_bytes()), &v, 100),
+            evaluate(r, Some(format!("W/{}", v.etag()).as_bytes()), &v, 100),
             Full
         );
         assert_eq!(evaluate(r, Some(&date), &v, 100), Part(0, 0));

@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::rc::Rc;
 
+use crate::conditional::Validators;
 use crate::gunzip::Gunzip;
 use crate::request::Version;
 use crate::status::Status;
@@ -41,8 +42,8 @@ impl Body {
 pub struct Response {
     pub status: Status,
     pub content_type: Option<&'static str>,
-    pub last_modified: Option<[u8; crate::httpdate::LEN]>,
-    pub etag: Option<heapless::String<56>>,
+    /// Last-Modified and ETag.
+    pub validators: Option<Validators>,
     /// `Content-Range: bytes first-last/total`, or `bytes */total` for 416.
     pub content_range: Option<ContentRange>,
     pub location: Option<String>,
@@ -50,7 +51,8 @@ pub struct Response {
     /// The realm of a 401 challenge.
     pub www_authenticate: Option<&'static str>,
     pub accept_ranges: bool,
-    /// Header lines, `Name: value`, each written in one piece.
+    /// Header lines as the head carries them, `\r\nName: value`: each is
+    /// copied in one piece (a memcpy call per piece).
     pub extra: heapless::Vec<&'static str, 12>,
     pub body: Body,
     /// The connection closes after this response (bad framing, for one).
@@ -68,8 +70,7 @@ impl Response {
         Response {
             status,
             content_type: None,
-            last_modified: None,
-            etag: None,
+            validators: None,
             content_range: None,
             location: None,
             allow: None,
@@ -95,7 +96,7 @@ impl Response {
         r
     }
 
-    /// Adds a header line, `Name: value`.
+    /// Adds a header line, `\r\nName: value`.
     pub fn add_header(&mut self, line: &'static str) {
         if self.extra.push(line).is_err() {
             log::warn!(
@@ -124,18 +125,24 @@ impl Response {
     }
 }
 
-/// Whether header line `Name: value` is a `name` header.
+/// Whether header line `\r\nName: value` is a `name` header.
 fn is_named(line: &str, name: &str) -> bool {
-    line.as_bytes().get(name.len()) == Some(&b':')
-        && line.as_bytes()[..name.len()].eq_ignore_ascii_case(name.as_bytes())
+    line.as_bytes()
+        .get(2..)
+        .and_then(|l| l.get(..=name.len()))
+        .is_some_and(|l| {
+            l[name.len()] == b':' && l[..name.len()].eq_ignore_ascii_case(name.as_bytes())
+        })
 }
 
 /// What the connection knows that the router does not.
 pub struct HeadContext<'a> {
     pub version: Version,
     pub keep_alive: bool,
-    pub date: &'a [u8],
-    pub server: Option<&'a str>,
+    /// `\r\nDate: ...` (see `Clock::date_line`).
+    pub date_line: &'a [u8],
+    /// `\r\nServer: ...`, unless the config turned it off.
+    pub server_line: Option<&'a str>,
 }
 
 /// Writes the status line and headers, ending with the empty line.
@@ -151,14 +158,10 @@ pub fn write_head_with(
     cx: &HeadContext<'_>,
     more: impl FnOnce(&mut Vec<u8>),
 ) {
-    // Always our own version: RFC 9110 section 2.5.
-    out.extend_from_slice(b"HTTP/1.1 ");
-    push_num(out, u64::from(r.status.code()));
-    out.push(b' ');
-    out.extend_from_slice(r.status.reason().as_bytes());
-    field(out, b"\r\nDate: ", cx.date);
-    if let Some(s) = cx.server {
-        field(out, b"\r\nServer: ", s.as_bytes());
+    out.extend_from_slice(r.status.line().as_bytes());
+    out.extend_from_slice(cx.date_line);
+    if let Some(s) = cx.server_line {
+        out.extend_from_slice(s.as_bytes());
     }
     if let Some(t) = r.content_type {
         field(out, b"\r\nContent-Type: ", t.as_bytes());
@@ -167,11 +170,8 @@ pub fn write_head_with(
         out.extend_from_slice(b"\r\nContent-Length: ");
         push_num(out, r.body_len());
     }
-    if let Some(t) = &r.last_modified {
-        field(out, b"\r\nLast-Modified: ", t);
-    }
-    if let Some(e) = &r.etag {
-        field(out, b"\r\nETag: ", e.as_bytes());
+    if let Some(v) = &r.validators {
+        out.extend_from_slice(v.head_lines());
     }
     if r.accept_ranges {
         out.extend_from_slice(b"\r\nAccept-Ranges: bytes");
@@ -203,7 +203,7 @@ pub fn write_head_with(
         out.extend_from_slice(b"\", charset=\"UTF-8\"");
     }
     for line in &r.extra {
-        field(out, b"\r\n", line.as_bytes());
+        out.extend_from_slice(line.as_bytes());
     }
     more(out);
     match (cx.keep_alive, cx.version) {
@@ -286,13 +286,17 @@ mod tests {
     #[test]
     fn head_shape() {
         let mut r = Response::status(Status::NotFound);
-        r.add_header("Cache-Control: no-cache");
+        r.add_header("\r\nCache-Control: no-cache");
+        assert!(r.has_header("cache-control"));
+        assert!(!r.has_header("cache"));
+        r.add_header("\r\nVary: x");
+        r.remove_header("Vary");
         let mut out = Vec::new();
         let cx = HeadContext {
             version: Version::Http10,
             keep_alive: true,
-            date: b"D",
-            server: Some("m"),
+            date_line: b"\r\nDate: D",
+            server_line: Some("\r\nServer: m"),
         };
         write_head(&mut out, &r, &cx);
         let text = String::from_utf8(out).unwrap();

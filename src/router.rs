@@ -102,7 +102,7 @@ pub fn respond(
         }
         Decision::Limited => {
             let mut r = Response::status(Status::TooManyRequests);
-            r.add_header("Retry-After: 60");
+            r.add_header("\r\nRetry-After: 60");
             return Routed::Respond(finish(site, r, path.as_str()));
         }
     };
@@ -198,7 +198,7 @@ fn serve(site: &Site, req: &Request<'_>, original: Opened, enc: Encodings) -> Re
         None => representation(req, &original, original.content_type),
     };
     if has_variants {
-        r.add_header("Vary: Accept-Encoding");
+        r.add_header("\r\nVary: Accept-Encoding");
     }
     finish_file(site, r, &original)
 }
@@ -217,8 +217,8 @@ fn variant(
     let mut any = false;
     let mut buf = heapless::String::new();
     for (suffix, coding, accepted) in [
-        (".br", "Content-Encoding: br", enc.br),
-        (".gz", "Content-Encoding: gzip", enc.gzip),
+        (".br", "\r\nContent-Encoding: br", enc.br),
+        (".gz", "\r\nContent-Encoding: gzip", enc.gzip),
     ] {
         let Some(name) = static_files::with_suffix(&mut buf, &original.name, suffix) else {
             continue;
@@ -252,20 +252,17 @@ fn gz_only(site: &Site, req: &Request<'_>, name: &str, enc: Encodings) -> Option
         .ok()?;
     let mut r = if enc.gzip {
         let mut r = representation(req, &gz, mime::for_name(name));
-        r.add_header("Content-Encoding: gzip");
+        r.add_header("\r\nContent-Encoding: gzip");
         r
     } else {
         gunzipped(req, gz, name)
     };
-    r.add_header("Vary: Accept-Encoding");
+    r.add_header("\r\nVary: Accept-Encoding");
     Some(finish(site, r, name))
 }
 
 fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
-    let mut v = gz.validators.clone();
-    // Its own ETag: the decompressed bytes are another representation.
-    v.etag.pop();
-    let _ = v.etag.push_str("-u\"");
+    let v = gz.validators.other_representation();
     match conditional::evaluate(&conditions(req), &v) {
         conditional::Outcome::Proceed => {}
         conditional::Outcome::NotModified => return not_modified(v),
@@ -287,8 +284,7 @@ fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
         }
     };
     r.content_type = Some(mime::for_name(name));
-    r.last_modified = Some(v.modified);
-    r.etag = Some(v.etag);
+    r.validators = Some(v);
     r
 }
 
@@ -336,8 +332,7 @@ fn representation(req: &Request<'_>, f: &Opened, content_type: &'static str) -> 
         },
     );
     r.content_type = Some(content_type);
-    r.last_modified = Some(validators.modified);
-    r.etag = Some(validators.etag.clone());
+    r.validators = Some(validators.clone());
     r.accept_ranges = true;
     r.content_range = content_range;
     r
@@ -354,8 +349,7 @@ fn conditions<'a>(req: &Request<'a>) -> Conditions<'a> {
 
 fn not_modified(v: Validators) -> Response {
     let mut r = Response::new(Status::NotModified, Body::Empty);
-    r.last_modified = Some(v.modified);
-    r.etag = Some(v.etag);
+    r.validators = Some(v);
     r
 }
 
@@ -398,7 +392,7 @@ fn error(site: &Site, status: Status, path: &str) -> Response {
         }
         None => Response::status(status),
     };
-    r.add_header("Cache-Control: no-cache");
+    r.add_header("\r\nCache-Control: no-cache");
     finish(site, r, path)
 }
 
@@ -407,7 +401,7 @@ fn listing(site: &Site, path: &CleanPath) -> Response {
         Ok(html) => {
             let mut r = Response::new(Status::Ok, Body::Owned(html));
             r.content_type = Some("text/html; charset=utf-8");
-            r.add_header("Cache-Control: no-cache");
+            r.add_header("\r\nCache-Control: no-cache");
             finish(site, r, path.as_str())
         }
         Err(e) => {

@@ -68,7 +68,7 @@ fn is_hash(part: &str) -> bool {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum HeaderAction {
-    /// Replace any header of this name with `line` (`Name: value`).
+    /// Replace any header of this name with `line` (`\r\nName: value`).
     Set {
         name: String,
         line: String,
@@ -89,7 +89,7 @@ pub struct Redirect {
 /// Header rules per config: `Matched` keeps one bit for each. The defaults use 3.
 pub const MAX_HEADER_RULES: usize = 64;
 
-const CACHE_CONTROL: &str = "Cache-Control: ";
+const CACHE_CONTROL: &str = "\r\nCache-Control: ";
 
 /// The rules one path matches: its Cache-Control line and a bit per header rule.
 #[derive(Debug, Clone, Copy)]
@@ -101,7 +101,7 @@ pub struct Matched {
 #[derive(Debug)]
 pub struct Rules {
     /// First match wins: the config's rules, then the defaults. Each value
-    /// is kept as its header line, `Cache-Control: value`.
+    /// is kept as its header line, `\r\nCache-Control: value`.
     pub cache: Vec<(Pattern, Option<String>)>,
     /// All matching rules apply in order: the defaults, then the config's.
     pub headers: Vec<(Pattern, HeaderAction)>,
@@ -125,7 +125,7 @@ impl Default for Rules {
         let set = |n: &str, v: &str| {
             let action = HeaderAction::Set {
                 name: n.into(),
-                line: format!("{n}: {v}"),
+                line: format!("\r\n{n}: {v}"),
             };
             (Pattern::Any, action)
         };
@@ -206,7 +206,7 @@ impl Rules {
             }
             let name = header_name(name)?;
             HeaderAction::Set {
-                line: format!("{name}: {v}"),
+                line: format!("\r\n{name}: {v}"),
                 name,
             }
         };
@@ -288,7 +288,7 @@ impl Rules {
             .map(|line| &line[CACHE_CONTROL.len()..])
     }
 
-    /// The Cache-Control header line (`Cache-Control: value`) for a path, if any.
+    /// The Cache-Control header line (`\r\nCache-Control: value`) for a path, if any.
     fn cache_control_line(&self, path: &str) -> Option<&str> {
         self.cache
             .iter()

@@ -17,9 +17,11 @@ macro_rules! statuses {
                 }
             }
 
-            pub fn reason(self) -> &'static str {
+            /// `HTTP/1.1 200 OK`: the status line written in one piece
+            /// (always our own version, RFC 9110 section 2.5).
+            pub fn line(self) -> &'static str {
                 match self {
-                    $(Status::$name => $reason,)*
+                    $(Status::$name => concat!("HTTP/1.1 ", $code, " ", $reason),)*
                 }
             }
         }
@@ -62,6 +64,11 @@ statuses! {
 }
 
 impl Status {
+    /// The reason phrase, the tail of the status line (which keeps the only copy).
+    pub fn reason(self) -> &'static str {
+        self.line().get("HTTP/1.1 200 ".len()..).unwrap_or_default()
+    }
+
     pub fn from_code(code: u16) -> Option<Status> {
         Status::ALL.iter().copied().find(|s| s.code() == code)
     }
@@ -84,5 +91,12 @@ mod tests {
             assert!(!s.reason().is_empty());
         }
         assert_eq!(Status::from_code(418), None);
+    }
+
+    #[test]
+    fn the_status_line_is_version_code_and_reason() {
+        for &s in Status::ALL {
+            assert_eq!(s.line(), format!("HTTP/1.1 {} {}", s.code(), s.reason()));
+        }
     }
 }

@@ -23,12 +23,16 @@ use crate::conn;
 use crate::deadline::Deadlines;
 use crate::limits::ACCEPT_BACKOFF;
 use crate::notify::Notify;
+use crate::request::Version;
+use crate::response::HeadContext;
 use crate::router::Site;
 use crate::sys;
 
 /// Everything a worker's connections share. Lives for the whole process.
 pub struct Worker {
     pub config: &'static Config,
+    /// `\r\nServer: NAME` as heads carry it, made once.
+    server_line: Option<String>,
     pub site: Site,
     pub clock: Clock,
     pub deadlines: Deadlines,
@@ -57,6 +61,22 @@ impl Worker {
     /// Whether connections should close after their current request.
     pub fn is_winding_down(&self) -> bool {
         self.stopping.get() || self.retiring.get()
+    }
+
+    /// What a response head takes from the worker; `date_line` is
+    /// `self.clock.date_line()`, kept by the caller.
+    pub fn head_context<'a>(
+        &'a self,
+        version: Version,
+        keep_alive: bool,
+        date_line: &'a [u8],
+    ) -> HeadContext<'a> {
+        HeadContext {
+            version,
+            keep_alive,
+            date_line,
+            server_line: self.server_line.as_deref(),
+        }
     }
 
     /// Takes a slot for a CGI script; false at the limit.
@@ -89,6 +109,10 @@ pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, workers: usize) -> 
     sys::die_with_parent();
     let worker: &'static Worker = Box::leak(Box::new(Worker {
         config,
+        server_line: config
+            .server_name
+            .as_ref()
+            .map(|name| format!("\r\nServer: {name}")),
         site: Site::new(config),
         clock: Clock::default(),
         deadlines: Deadlines::default(),
