@@ -104,19 +104,30 @@ def tree_pids(root):
     return out
 
 
-def tree_rss_kib(root):
-    """Sum of VmRSS (KiB) over the process tree rooted at root."""
+def tree_mem_kib(root, file, field):
+    """Sum of one /proc/PID/<file> field (KiB) over the process tree rooted at root."""
     total = 0
     for pid in tree_pids(root):
         try:
-            with open(f"/proc/{pid}/status") as f:
+            with open(f"/proc/{pid}/{file}") as f:
                 for line in f:
-                    if line.startswith("VmRSS:"):
+                    if line.startswith(field):
                         total += int(line.split()[1])
                         break
         except OSError:
             pass
     return total
+
+
+def tree_rss_kib(root):
+    """VmRSS: a page shared by several processes (their binary) counts in each."""
+    return tree_mem_kib(root, "status", "VmRSS:")
+
+
+def tree_pss_kib(root):
+    """PSS: a page shared by n processes counts 1/n in each, so the sum is the
+    memory the server really holds."""
+    return tree_mem_kib(root, "smaps_rollup", "Pss:")
 
 
 def tree_cpu_s(root):
@@ -541,18 +552,19 @@ def test_idle(srv):
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     ready = p.stdout.readline()
     m = re.match(r"READY ok=(\d+) failed=(\d+)", ready)
-    samples = []
+    samples, pss = [], []
     if m:
         t_end = time.monotonic() + IDLE_HOLD * 0.8
         while time.monotonic() < t_end:
             samples.append(tree_rss_kib(srv.pid))
+            pss.append(tree_pss_kib(srv.pid))
             time.sleep(0.1)
     rest = p.stdout.read()
     p.wait()
     if not m or not samples:
         return {"error": f"idle_conns failed: {ready.strip()} {rest.strip()}"}
     still = num(r"DONE still_open=(\d+)", rest, int, 0)
-    return {"held_rss_kib": max(samples), "held_ok": int(m.group(1)), "held_failed": int(m.group(2)),
+    return {"held_rss_kib": max(samples), "held_pss_kib": max(pss), "held_ok": int(m.group(1)), "held_failed": int(m.group(2)),
             "still_open": still}
 
 
@@ -574,6 +586,7 @@ def bench_server(server, round_no):
         r["jpg_header_bytes"] = srv.jpg_header
         time.sleep(1)
         r["idle_rss_kib"] = tree_rss_kib(srv.pid)
+        r["idle_pss_kib"] = tree_pss_kib(srv.pid)
         step(r, "ab", test_ab, srv)
         step(r, "wrk10", test_wrk, srv, SMALL_C, "/index.html")
         step(r, "siege", test_siege, srv, server.tmp)
@@ -817,16 +830,21 @@ def report(results, names, env, servers):
         (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
     ]))
     L.append("")
-    L.append("## Memory (RSS of all the server's processes, MiB)")
+    L.append("## Memory (RSS and PSS of all the server's processes, MiB)")
     L.append("")
     L.append(f"Idle: after start and two probe requests. Peak: sampled every 100 ms during (b) (siege and wrk). "
              f"Held: {IDLE_N} keep-alive connections, each after one GET /index.html, held {IDLE_HOLD:g} s "
-             "(bench/idle_conns.py); \"still open\" = connections the server had not closed at the end.")
+             "(bench/idle_conns.py); \"still open\" = connections the server had not closed at the end. "
+             "RSS counts a page shared by several processes (the binary's text, mostly) once in each of them; "
+             "PSS (/proc/PID/smaps_rollup) divides it among them, so its sum is the memory the server "
+             "really holds.")
     L.append("")
     L.append(table(results, names, None, [
         (".", "idle_rss_kib", "idle", False, fmt_mib, True, "agg"),
         (".", "peak_rss_kib", "peak during (b)", False, fmt_mib, True, "agg"),
         ("idle", "held_rss_kib", f"{IDLE_N} conns held", False, fmt_mib, True, "agg"),
+        (".", "idle_pss_kib", "PSS idle", False, fmt_mib, True, "agg"),
+        ("idle", "held_pss_kib", f"PSS {IDLE_N} conns held", False, fmt_mib, True, "agg"),
         ("idle", "held_ok", "conns served (min)", True, fmt_int, False, "min"),
         ("idle", "still_open", "still open (min)", True, fmt_int, False, "min"),
     ]))
