@@ -1,6 +1,7 @@
 //! Validators and conditional requests (RFC 9110 section 13).
 
 use std::fmt::Write;
+use std::rc::Rc;
 
 use crate::httpdate;
 use crate::request::trim;
@@ -10,27 +11,31 @@ use crate::request::trim;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Validators {
     /// `\r\nLast-Modified: DATE\r\nETag: "TAG"`: both headers as a response
-    /// head carries them, in one piece (each piece copied costs a memcpy call).
-    lines: heapless::String<LINES_MAX>,
+    /// head carries them, in one piece (each piece copied costs a memcpy
+    /// call). Shared: a response takes a reference, not a copy.
+    lines: Rc<str>,
     pub mtime: u64,
 }
 
 const MODIFIED: &str = "\r\nLast-Modified: ";
 const ETAG: &str = "\r\nETag: ";
 const ETAG_AT: usize = MODIFIED.len() + httpdate::LEN + ETAG.len();
-/// Three u64 in hex, the punctuation and a `-u` suffix fit in 56 bytes.
+/// Three u64 in hex and the punctuation fit in 56 bytes.
 const LINES_MAX: usize = ETAG_AT + 56;
 
 impl Validators {
     pub fn new(inode: u64, size: u64, mtime: u64, mtime_nsec: u64) -> Self {
-        let mut lines = heapless::String::new();
+        let mut lines = heapless::String::<LINES_MAX>::new();
         let date = httpdate::format(mtime);
         // The lengths are bounded as LINES_MAX says, so none of this can fail.
         let _ = lines.push_str(MODIFIED);
         let _ = lines.push_str(std::str::from_utf8(&date).unwrap_or_default());
         let _ = lines.push_str(ETAG);
         let _ = write!(lines, "\"{inode:x}-{size:x}-{mtime:x}.{mtime_nsec:x}\"");
-        Validators { lines, mtime }
+        Validators {
+            lines: Rc::from(lines.as_str()),
+            mtime,
+        }
     }
 
     /// The entity tag, quotes included.
@@ -46,10 +51,11 @@ impl Validators {
     /// The validators of another representation of the same file (its
     /// decompression): the same date, the ETag marked with `-u`.
     pub fn other_representation(&self) -> Validators {
-        let mut v = self.clone();
-        v.lines.pop();
-        let _ = v.lines.push_str("-u\"");
-        v
+        let tag = self.lines.strip_suffix('"').unwrap_or(&self.lines);
+        Validators {
+            lines: Rc::from(format!("{tag}-u\"")),
+            mtime: self.mtime,
+        }
     }
 }
 
