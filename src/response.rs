@@ -206,12 +206,12 @@ pub fn write_head_with(
         out.extend_from_slice(line.as_bytes());
     }
     more(out);
-    match (cx.keep_alive, cx.version) {
-        (false, Version::Http11) => out.extend_from_slice(b"\r\nConnection: close"),
-        (true, Version::Http10) => out.extend_from_slice(b"\r\nConnection: keep-alive"),
-        _ => {}
-    }
-    out.extend_from_slice(b"\r\n\r\n");
+    let end: &[u8] = match (cx.keep_alive, cx.version) {
+        (false, Version::Http11) => b"\r\nConnection: close\r\n\r\n",
+        (true, Version::Http10) => b"\r\nConnection: keep-alive\r\n\r\n",
+        _ => b"\r\n\r\n",
+    };
+    out.extend_from_slice(end);
 }
 
 /// A header whose name is known here: `prefix` is `\r\nName: `. Each copy
