@@ -349,6 +349,13 @@ mod tests {
     }
 
     #[test]
+    fn the_header_rule_past_the_limit_is_named_by_its_line() {
+        let text: String = (0..62).map(|i| format!("header * X-R{i}: v\n")).collect();
+        let e = load(&text).unwrap_err();
+        assert_eq!(e, "t.conf:62: header: at most 61 header rules");
+    }
+
+    #[test]
     fn a_list_from_a_new_source_replaces_the_default() {
         let c = load("listen 127.0.0.1:1\n").unwrap();
         assert_eq!(c.listen, vec!["127.0.0.1:1".parse().unwrap()]);

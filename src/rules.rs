@@ -86,8 +86,16 @@ pub struct Redirect {
     pub status: Status,
 }
 
-/// Header rules per config: `Matched` keeps one bit for each. The defaults use 3.
-pub const MAX_HEADER_RULES: usize = 64;
+/// The built-in header rules, applied before the config's.
+const DEFAULT_HEADERS: [(&str, &str); 3] = [
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "same-origin"),
+];
+
+/// Header rules a config may add: `Matched` keeps one bit for every rule,
+/// the built-in ones included, in a u64.
+pub const MAX_HEADER_RULES: usize = 64 - DEFAULT_HEADERS.len();
 
 const CACHE_CONTROL: &str = "\r\nCache-Control: ";
 
@@ -122,7 +130,7 @@ impl Default for Rules {
             (Pattern::Glob("*.htm".into()), line("no-cache")),
             (Pattern::Any, line("max-age=300")),
         ];
-        let set = |n: &str, v: &str| {
+        let set = |(n, v): (&str, &str)| {
             let action = HeaderAction::Set {
                 name: n.into(),
                 line: format!("\r\n{n}: {v}"),
@@ -131,11 +139,7 @@ impl Default for Rules {
         };
         Rules {
             cache,
-            headers: vec![
-                set("X-Content-Type-Options", "nosniff"),
-                set("X-Frame-Options", "DENY"),
-                set("Referrer-Policy", "same-origin"),
-            ],
+            headers: DEFAULT_HEADERS.into_iter().map(set).collect(),
             redirects: Vec::new(),
             error_pages: Vec::new(),
             spa_fallback: None,
@@ -210,7 +214,7 @@ impl Rules {
                 name,
             }
         };
-        if self.headers.len() >= MAX_HEADER_RULES {
+        if self.headers.len() >= DEFAULT_HEADERS.len() + MAX_HEADER_RULES {
             return Err(format!("at most {MAX_HEADER_RULES} header rules"));
         }
         self.headers.push((Pattern::parse(pattern), action));
@@ -435,6 +439,28 @@ mod tests {
         );
         assert!(r.apply("redirect", "/a /b 303").is_err());
         assert!(r.apply("redirect", "a /b").is_err());
+    }
+
+    #[test]
+    fn a_config_may_add_61_header_rules_and_every_one_applies() {
+        let mut r = Rules::default();
+        for i in 0..MAX_HEADER_RULES {
+            r.apply("header", &format!("* X-Rule-{i}: {i}")).unwrap();
+        }
+        assert_eq!(
+            r.apply("header", "* X-One-Too-Many: x"),
+            Err("at most 61 header rules".into())
+        );
+        let rules: &'static Rules = Box::leak(Box::new(r));
+        let applied: Vec<_> = rules.header_actions(rules.matched("a.html")).collect();
+        assert_eq!(applied.len(), 64, "the built-in three and all 61");
+        assert_eq!(
+            applied.last(),
+            Some(&&HeaderAction::Set {
+                name: "X-Rule-60".into(),
+                line: "\r\nX-Rule-60: 60".into()
+            })
+        );
     }
 
     #[test]
