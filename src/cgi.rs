@@ -18,7 +18,7 @@ use crate::cgi_output::{self, ScriptHead};
 use crate::limits::HEAD_BUF;
 use crate::path::CleanPath;
 use crate::request::{Request, Version};
-use crate::response::{self, Response};
+use crate::response::{self, HeaderLine, Response};
 use crate::sock::{End, Sock};
 use crate::spawn::{self, Spawned};
 use crate::static_files::Root;
@@ -660,7 +660,7 @@ async fn answer(
 ) -> Result<Outcome, End> {
     let mut r = Response::status(status);
     if status == Status::ServiceUnavailable {
-        r.add_header("\r\nRetry-After: 5");
+        r.add_header(const { HeaderLine::new("\r\nRetry-After: 5") });
     }
     let mut out = w.pool.out();
     let date = w.clock.date_line();

@@ -37,6 +37,61 @@ impl Body {
     }
 }
 
+/// A header line as a head carries it, `\r\nName: value`, copied in one
+/// piece. The server's own lines are consts (`HeaderLine::new` checks them
+/// when compiling); a config rule's line is a `RuleLine`, made from a name
+/// and a value, so no line can lack its CRLF.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeaderLine(&'static str);
+
+impl HeaderLine {
+    pub const fn new(line: &'static str) -> HeaderLine {
+        let b = line.as_bytes();
+        assert!(b.len() > 2 && b[0] == b'\r' && b[1] == b'\n');
+        HeaderLine(line)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+
+    /// Whether this is a `name` header (ASCII case ignored).
+    fn is_named(self, name: &str) -> bool {
+        self.0
+            .as_bytes()
+            .get(2..)
+            .and_then(|l| l.get(..=name.len()))
+            .is_some_and(|l| {
+                l[name.len()] == b':' && l[..name.len()].eq_ignore_ascii_case(name.as_bytes())
+            })
+    }
+}
+
+/// A config rule's header line, owned by the config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleLine(String);
+
+impl RuleLine {
+    pub fn new(name: &str, value: &str) -> RuleLine {
+        RuleLine(format!("\r\n{name}: {value}"))
+    }
+
+    /// The line to put in a response (the config lives as long as the worker).
+    pub fn line(&'static self) -> HeaderLine {
+        HeaderLine(&self.0)
+    }
+
+    /// The value, after `Name: `.
+    pub fn value(&self) -> &str {
+        self.0.split_once(": ").map_or("", |(_, v)| v)
+    }
+}
+
+pub const NO_CACHE: HeaderLine = HeaderLine::new("\r\nCache-Control: no-cache");
+pub const VARY_ENCODING: HeaderLine = HeaderLine::new("\r\nVary: Accept-Encoding");
+pub const GZIP: HeaderLine = HeaderLine::new("\r\nContent-Encoding: gzip");
+pub const BROTLI: HeaderLine = HeaderLine::new("\r\nContent-Encoding: br");
+
 /// Headers at most one of which is taken from a list of choices; the rest
 /// are `extra` name/value pairs whose values are trusted (never raw request bytes).
 pub struct Response {
@@ -51,9 +106,8 @@ pub struct Response {
     /// The realm of a 401 challenge.
     pub www_authenticate: Option<&'static str>,
     pub accept_ranges: bool,
-    /// Header lines as the head carries them, `\r\nName: value`: each is
-    /// copied in one piece (a memcpy call per piece).
-    pub extra: heapless::Vec<&'static str, 12>,
+    /// Header lines from rules and special cases.
+    pub extra: heapless::Vec<HeaderLine, 12>,
     pub body: Body,
     /// The connection closes after this response (bad framing, for one).
     pub close: bool,
@@ -96,22 +150,22 @@ impl Response {
         r
     }
 
-    /// Adds a header line, `\r\nName: value`.
-    pub fn add_header(&mut self, line: &'static str) {
+    pub fn add_header(&mut self, line: HeaderLine) {
         if self.extra.push(line).is_err() {
             log::warn!(
-                "more than {} extra headers on one response; dropped {line}",
-                self.extra.capacity()
+                "more than {} extra headers on one response; dropped{}",
+                self.extra.capacity(),
+                line.as_str().trim_end()
             );
         }
     }
 
     pub fn remove_header(&mut self, name: &str) {
-        self.extra.retain(|line| !is_named(line, name));
+        self.extra.retain(|line| !line.is_named(name));
     }
 
     pub fn has_header(&self, name: &str) -> bool {
-        self.extra.iter().any(|line| is_named(line, name))
+        self.extra.iter().any(|line| line.is_named(name))
     }
 
     pub fn body_len(&self) -> u64 {
@@ -123,16 +177,6 @@ impl Response {
             Body::Gunzip { len, .. } => *len,
         }
     }
-}
-
-/// Whether header line `\r\nName: value` is a `name` header.
-fn is_named(line: &str, name: &str) -> bool {
-    line.as_bytes()
-        .get(2..)
-        .and_then(|l| l.get(..=name.len()))
-        .is_some_and(|l| {
-            l[name.len()] == b':' && l[..name.len()].eq_ignore_ascii_case(name.as_bytes())
-        })
 }
 
 /// What the connection knows that the router does not.
@@ -203,7 +247,7 @@ pub fn write_head_with(
         out.extend_from_slice(b"\", charset=\"UTF-8\"");
     }
     for line in &r.extra {
-        out.extend_from_slice(line.as_bytes());
+        out.extend_from_slice(line.as_str().as_bytes());
     }
     more(out);
     let end: &[u8] = match (cx.keep_alive, cx.version) {
@@ -286,10 +330,10 @@ mod tests {
     #[test]
     fn head_shape() {
         let mut r = Response::status(Status::NotFound);
-        r.add_header("\r\nCache-Control: no-cache");
+        r.add_header(NO_CACHE);
         assert!(r.has_header("cache-control"));
         assert!(!r.has_header("cache"));
-        r.add_header("\r\nVary: x");
+        r.add_header(HeaderLine::new("\r\nVary: x"));
         r.remove_header("Vary");
         let mut out = Vec::new();
         let cx = HeadContext {

@@ -27,7 +27,7 @@ use crate::negotiate::{self, Encodings};
 use crate::path::{self, CleanPath, PathError};
 use crate::range::{self, Ranged};
 use crate::request::{Method, Request};
-use crate::response::{Body, ContentRange, Response};
+use crate::response::{self, Body, ContentRange, HeaderLine, Response};
 use crate::rules::{HeaderAction, Matched, Rules};
 use crate::static_files::{self, Lookup, Opened, Root};
 use crate::status::Status;
@@ -102,7 +102,7 @@ pub fn respond(
         }
         Decision::Limited => {
             let mut r = Response::status(Status::TooManyRequests);
-            r.add_header("\r\nRetry-After: 60");
+            r.add_header(const { HeaderLine::new("\r\nRetry-After: 60") });
             return Routed::Respond(finish(site, r, path.as_str()));
         }
     };
@@ -198,7 +198,7 @@ fn serve(site: &Site, req: &Request<'_>, original: Opened, enc: Encodings) -> Re
         None => representation(req, &original, original.content_type),
     };
     if has_variants {
-        r.add_header("\r\nVary: Accept-Encoding");
+        r.add_header(response::VARY_ENCODING);
     }
     finish_file(site, r, &original)
 }
@@ -206,19 +206,15 @@ fn serve(site: &Site, req: &Request<'_>, original: Opened, enc: Encodings) -> Re
 /// The best variant the client takes (`X.br` before `X.gz`) with its
 /// Content-Encoding line, and whether the path has any; a variant older than
 /// the original is ignored.
-fn variant(
-    site: &Site,
-    original: &Opened,
-    enc: Encodings,
-) -> (Option<(&'static str, Opened)>, bool) {
+fn variant(site: &Site, original: &Opened, enc: Encodings) -> (Option<(HeaderLine, Opened)>, bool) {
     if original.known_without_variants() {
         return (None, false);
     }
     let mut any = false;
     let mut buf = heapless::String::new();
     for (suffix, coding, accepted) in [
-        (".br", "\r\nContent-Encoding: br", enc.br),
-        (".gz", "\r\nContent-Encoding: gzip", enc.gzip),
+        (".br", response::BROTLI, enc.br),
+        (".gz", response::GZIP, enc.gzip),
     ] {
         let Some(name) = static_files::with_suffix(&mut buf, &original.name, suffix) else {
             continue;
@@ -252,12 +248,12 @@ fn gz_only(site: &Site, req: &Request<'_>, name: &str, enc: Encodings) -> Option
         .ok()?;
     let mut r = if enc.gzip {
         let mut r = representation(req, &gz, mime::for_name(name));
-        r.add_header("\r\nContent-Encoding: gzip");
+        r.add_header(response::GZIP);
         r
     } else {
         gunzipped(req, gz, name)
     };
-    r.add_header("\r\nVary: Accept-Encoding");
+    r.add_header(response::VARY_ENCODING);
     Some(finish(site, r, name))
 }
 
@@ -392,7 +388,7 @@ fn error(site: &Site, status: Status, path: &str) -> Response {
         }
         None => Response::status(status),
     };
-    r.add_header("\r\nCache-Control: no-cache");
+    r.add_header(response::NO_CACHE);
     finish(site, r, path)
 }
 
@@ -401,7 +397,7 @@ fn listing(site: &Site, path: &CleanPath) -> Response {
         Ok(html) => {
             let mut r = Response::new(Status::Ok, Body::Owned(html));
             r.content_type = Some("text/html; charset=utf-8");
-            r.add_header("\r\nCache-Control: no-cache");
+            r.add_header(response::NO_CACHE);
             finish(site, r, path.as_str())
         }
         Err(e) => {
@@ -468,7 +464,7 @@ fn apply_rules(site: &Site, mut r: Response, matched: Matched) -> Response {
         match action {
             HeaderAction::Set { name, line } => {
                 r.remove_header(name);
-                r.add_header(line);
+                r.add_header(line.line());
             }
             HeaderAction::Remove(n) => r.remove_header(n),
         }

@@ -2,6 +2,7 @@
 //! pattern, redirects, error pages, the SPA fallback and directory listing.
 //! Built-in defaults suit a device UI; the config adds to or overrides them.
 
+use crate::response::{HeaderLine, RuleLine};
 use crate::status::Status;
 
 /// Which paths a rule applies to.
@@ -68,10 +69,10 @@ fn is_hash(part: &str) -> bool {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum HeaderAction {
-    /// Replace any header of this name with `line` (`\r\nName: value`).
+    /// Replace any header of this name with `line`.
     Set {
         name: String,
-        line: String,
+        line: RuleLine,
     },
     Remove(String),
 }
@@ -97,20 +98,18 @@ const DEFAULT_HEADERS: [(&str, &str); 3] = [
 /// the built-in ones included, in a u64.
 pub const MAX_HEADER_RULES: usize = 64 - DEFAULT_HEADERS.len();
 
-const CACHE_CONTROL: &str = "\r\nCache-Control: ";
-
 /// The rules one path matches: its Cache-Control line and a bit per header rule.
 #[derive(Debug, Clone, Copy)]
 pub struct Matched {
-    pub cache_control: Option<&'static str>,
+    pub cache_control: Option<HeaderLine>,
     headers: u64,
 }
 
 #[derive(Debug)]
 pub struct Rules {
     /// First match wins: the config's rules, then the defaults. Each value
-    /// is kept as its header line, `\r\nCache-Control: value`.
-    pub cache: Vec<(Pattern, Option<String>)>,
+    /// is kept as its Cache-Control line.
+    pub cache: Vec<(Pattern, Option<RuleLine>)>,
     /// All matching rules apply in order: the defaults, then the config's.
     pub headers: Vec<(Pattern, HeaderAction)>,
     pub redirects: Vec<Redirect>,
@@ -123,7 +122,7 @@ pub struct Rules {
 
 impl Default for Rules {
     fn default() -> Self {
-        let line = |v: &str| Some(format!("{CACHE_CONTROL}{v}"));
+        let line = |v: &str| Some(RuleLine::new("Cache-Control", v));
         let cache = vec![
             (Pattern::Hashed, line("public, max-age=31536000, immutable")),
             (Pattern::Glob("*.html".into()), line("no-cache")),
@@ -133,7 +132,7 @@ impl Default for Rules {
         let set = |(n, v): (&str, &str)| {
             let action = HeaderAction::Set {
                 name: n.into(),
-                line: format!("\r\n{n}: {v}"),
+                line: RuleLine::new(n, v),
             };
             (Pattern::Any, action)
         };
@@ -191,7 +190,7 @@ impl Rules {
         if directive.bytes().any(|b| b.is_ascii_control()) {
             return Err("control characters in a header value".into());
         }
-        let directive = (directive != "off").then(|| format!("{CACHE_CONTROL}{directive}"));
+        let directive = (directive != "off").then(|| RuleLine::new("Cache-Control", directive));
         self.cache.insert(self.defaults_from, (pattern, directive));
         self.defaults_from += 1;
         Ok(())
@@ -210,7 +209,7 @@ impl Rules {
             }
             let name = header_name(name)?;
             HeaderAction::Set {
-                line: format!("\r\n{name}: {v}"),
+                line: RuleLine::new(&name, v),
                 name,
             }
         };
@@ -270,7 +269,7 @@ impl Rules {
             }
         }
         Matched {
-            cache_control: self.cache_control_line(path),
+            cache_control: self.cache_control_line(path).map(RuleLine::line),
             headers,
         }
     }
@@ -288,16 +287,15 @@ impl Rules {
     /// server uses the whole line through `matched`).
     #[cfg(test)]
     fn cache_control(&self, path: &str) -> Option<&str> {
-        self.cache_control_line(path)
-            .map(|line| &line[CACHE_CONTROL.len()..])
+        self.cache_control_line(path).map(RuleLine::value)
     }
 
-    /// The Cache-Control header line (`\r\nCache-Control: value`) for a path, if any.
-    fn cache_control_line(&self, path: &str) -> Option<&str> {
+    /// The Cache-Control line for a path, if any.
+    fn cache_control_line(&self, path: &str) -> Option<&RuleLine> {
         self.cache
             .iter()
             .find(|(p, _)| p.matches(path))
-            .and_then(|(_, line)| line.as_deref())
+            .and_then(|(_, line)| line.as_ref())
     }
 
     /// The redirect for a path: its Location and status.
@@ -458,7 +456,7 @@ mod tests {
             applied.last(),
             Some(&&HeaderAction::Set {
                 name: "X-Rule-60".into(),
-                line: "\r\nX-Rule-60: 60".into()
+                line: RuleLine::new("X-Rule-60", "60")
             })
         );
     }
