@@ -419,9 +419,7 @@ impl Conn {
         head_only: bool,
     ) -> (Vec<u8>, Body) {
         let mut out = self.w.pool.out();
-        let date = self.w.clock.date_line();
-        let cx = self.w.head_context(version, keep_alive, &date);
-        response::write_head(&mut out, &r, &cx);
+        self.w.write_head(&mut out, &r, version, keep_alive, |_| {});
         if head_only || !r.status.has_body() {
             return (out, Body::Empty);
         }

@@ -189,13 +189,9 @@ pub struct HeadContext<'a> {
     pub server_line: Option<&'a str>,
 }
 
-/// Writes the status line and headers, ending with the empty line.
-pub fn write_head(out: &mut Vec<u8>, r: &Response, cx: &HeadContext<'_>) {
-    write_head_with(out, r, cx, |_| {});
-}
-
-/// Writes the head; `more` adds headers the response does not carry itself
-/// (a CGI script's). A `Body::Script` response gets no Content-Length here.
+/// Writes the status line and headers, ending with the empty line; `more`
+/// adds headers the response does not carry itself (a CGI script's). A
+/// `Body::Script` response gets no Content-Length here.
 pub fn write_head_with(
     out: &mut Vec<u8>,
     r: &Response,
@@ -342,7 +338,7 @@ mod tests {
             date_line: b"\r\nDate: D",
             server_line: Some("\r\nServer: m"),
         };
-        write_head(&mut out, &r, &cx);
+        write_head_with(&mut out, &r, &cx, |_| {});
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,

@@ -24,7 +24,7 @@ use crate::deadline::Deadlines;
 use crate::limits::ACCEPT_BACKOFF;
 use crate::notify::Notify;
 use crate::request::Version;
-use crate::response::HeadContext;
+use crate::response::{self, HeadContext, Response};
 use crate::router::Site;
 use crate::sys;
 
@@ -63,20 +63,24 @@ impl Worker {
         self.stopping.get() || self.retiring.get()
     }
 
-    /// What a response head takes from the worker; `date_line` is
-    /// `self.clock.date_line()`, kept by the caller.
-    pub fn head_context<'a>(
-        &'a self,
+    /// Writes the head of `r` with this worker's Date and Server lines;
+    /// `more` adds headers the response does not carry itself (a CGI script's).
+    pub fn write_head(
+        &self,
+        out: &mut Vec<u8>,
+        r: &Response,
         version: Version,
         keep_alive: bool,
-        date_line: &'a [u8],
-    ) -> HeadContext<'a> {
-        HeadContext {
+        more: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let date_line = self.clock.date_line();
+        let cx = HeadContext {
             version,
             keep_alive,
-            date_line,
+            date_line: &date_line,
             server_line: self.server_line.as_deref(),
-        }
+        };
+        response::write_head_with(out, r, &cx, more);
     }
 
     /// Takes a slot for a CGI script; false at the limit.
