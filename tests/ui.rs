@@ -48,6 +48,38 @@ fn set_mtime(path: &std::path::Path, t: SystemTime) {
         .unwrap();
 }
 
+/// A file without variants is remembered as such (for a second, to skip the
+/// probes); a `.gz` made later is served once that second has passed.
+#[test]
+fn a_variant_made_later_is_found() {
+    let root = TempDir::new("late");
+    let js = root.write("late.js", APP_JS);
+    let s = Server::start_in(root, &[]);
+    let gzip = ["Accept-Encoding: gzip"];
+    let first = s.get("/late.js", &gzip);
+    assert_eq!(first.status, 200);
+    assert_eq!(first.header("content-encoding"), None);
+    assert_eq!(first.header("vary"), None, "no variants, nothing to vary");
+    assert!(
+        Command::new("gzip")
+            .args(["-k", "-f", "-9", "-n"])
+            .arg(&js)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let gz = std::fs::read(js.with_extension("js.gz")).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            s.get("/late.js", &gzip).header("content-encoding") == Some("gzip")
+        }),
+        "the new .gz is served"
+    );
+    let r = s.get("/late.js", &gzip);
+    assert_eq!(r.body, gz);
+    assert_eq!(r.header("vary"), Some("Accept-Encoding"));
+}
+
 #[test]
 fn the_best_variant_is_served_with_one_encoding_and_vary() {
     let root = variants_root();
