@@ -572,7 +572,7 @@ async fn stream_body(
     let mut r = Response::new(head.status, response::Body::Script);
     r.location = head.location;
     let content_type = head.content_type;
-    w.write_head(out, &r, version, keep_alive, |out| {
+    w.write_head(out, &r, version, keep_alive, &|out| {
         if let Some(t) = &content_type {
             response::header(out, "Content-Type", t.as_bytes());
         }
@@ -661,7 +661,7 @@ async fn answer(
         r.add_header(const { HeaderLine::new("\r\nRetry-After: 5") });
     }
     let mut out = w.pool.out();
-    w.write_head(&mut out, &r, Version::Http11, keep_alive, |_| {});
+    w.write_head(&mut out, &r, Version::Http11, keep_alive, &|_| {});
     response::write_status_page(&mut out, status);
     let sent = sock.send_all(&out).await;
     let bytes = out.len() as u64;

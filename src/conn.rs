@@ -419,7 +419,8 @@ impl Conn {
         head_only: bool,
     ) -> (Vec<u8>, Body) {
         let mut out = self.w.pool.out();
-        self.w.write_head(&mut out, &r, version, keep_alive, |_| {});
+        self.w
+            .write_head(&mut out, &r, version, keep_alive, &|_| {});
         if head_only || !r.status.has_body() {
             return (out, Body::Empty);
         }

@@ -196,7 +196,7 @@ pub fn write_head_with(
     out: &mut Vec<u8>,
     r: &Response,
     cx: &HeadContext<'_>,
-    more: impl FnOnce(&mut Vec<u8>),
+    more: &dyn Fn(&mut Vec<u8>),
 ) {
     out.extend_from_slice(r.status.line().as_bytes());
     out.extend_from_slice(cx.date_line);
@@ -338,7 +338,7 @@ mod tests {
             date_line: b"\r\nDate: D",
             server_line: Some("\r\nServer: m"),
         };
-        write_head_with(&mut out, &r, &cx, |_| {});
+        write_head_with(&mut out, &r, &cx, &|_| {});
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,

@@ -71,7 +71,7 @@ impl Worker {
         r: &Response,
         version: Version,
         keep_alive: bool,
-        more: impl FnOnce(&mut Vec<u8>),
+        more: &dyn Fn(&mut Vec<u8>),
     ) {
         let date_line = self.clock.date_line();
         let cx = HeadContext {
