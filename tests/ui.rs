@@ -11,17 +11,22 @@ use common::*;
 
 const APP_JS: &str = "console.log('the device UI');\n";
 
-/// Writes `name` and its .gz and .br variants (made by the real tools).
-fn with_variants(root: &TempDir, name: &str, content: &[u8]) {
-    let p = root.write(name, content);
+/// Makes `path.gz` next to `path` with the real gzip.
+fn gzip_beside(path: &std::path::Path) {
     assert!(
         Command::new("gzip")
             .args(["-k", "-f", "-9", "-n"])
-            .arg(&p)
+            .arg(path)
             .status()
             .unwrap()
             .success()
     );
+}
+
+/// Writes `name` and its .gz and .br variants (made by the real tools).
+fn with_variants(root: &TempDir, name: &str, content: &[u8]) {
+    let p = root.write(name, content);
+    gzip_beside(&p);
     assert!(
         Command::new("brotli")
             .args(["-f", "-k", "-q", "11"])
@@ -60,14 +65,7 @@ fn a_variant_made_later_is_found() {
     assert_eq!(first.status, 200);
     assert_eq!(first.header("content-encoding"), None);
     assert_eq!(first.header("vary"), None, "no variants, nothing to vary");
-    assert!(
-        Command::new("gzip")
-            .args(["-k", "-f", "-9", "-n"])
-            .arg(&js)
-            .status()
-            .unwrap()
-            .success()
-    );
+    gzip_beside(&js);
     let gz = std::fs::read(js.with_extension("js.gz")).unwrap();
     assert!(
         wait_until(Duration::from_secs(5), || {
