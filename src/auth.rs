@@ -17,7 +17,7 @@ use async_io::Async;
 use futures_lite::AsyncReadExt;
 
 use crate::access::under;
-use crate::request::Request;
+use crate::request::{Field, Request};
 
 /// How long a successful check is remembered.
 const CACHE_TTL: Duration = Duration::from_secs(60);
@@ -142,7 +142,7 @@ impl Auth {
         if self.limited(client) {
             return Decision::Limited;
         }
-        let Some(header) = req.header("authorization") else {
+        let Some(header) = req.get(Field::Authorization) else {
             return Decision::Challenge(&realm.name);
         };
         let tag = self.tag(i, header);

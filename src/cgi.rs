@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 use crate::cgi_output::{self, ScriptHead};
 use crate::limits::HEAD_BUF;
 use crate::path::CleanPath;
-use crate::request::{Request, Version};
+use crate::request::{Field, Request, Version};
 use crate::response::{self, HeaderLine, Response};
 use crate::sock::{End, Sock};
 use crate::spawn::{self, Spawned};
@@ -192,7 +192,7 @@ impl Job {
         };
         let (_, query) = crate::path::split_query(req.target);
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        let host = req.header("host").map(text).unwrap_or_default();
+        let host = req.get(Field::Host).map(text).unwrap_or_default();
         let server_name = host
             .rsplit_once(':')
             .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
@@ -247,7 +247,7 @@ impl Job {
         if let Some(n) = content_length {
             env.push(("CONTENT_LENGTH".into(), n.to_string()));
         }
-        if let Some(t) = req.header("content-type") {
+        if let Some(t) = req.get(Field::ContentType) {
             env.push(("CONTENT_TYPE".into(), text(t)));
         }
         if let Some(user) = caller.remote_user {

@@ -14,7 +14,7 @@ use crate::buffers::OUT_BUF;
 use crate::clock::Clock;
 use crate::gunzip::Gunzip;
 use crate::limits::{HEAD_BUF, MAX_DISCARDED_BODY};
-use crate::request::{self, Body as RequestBody, Reject, Version};
+use crate::request::{self, Body as RequestBody, Field, Reject, Version};
 use crate::response::{self, Body, HeaderLine, Response};
 use crate::router::{self, Routed};
 use crate::sock::{End, Sock, within};
@@ -189,7 +189,7 @@ impl Conn {
             head_len: req.head_len,
             body: req.body,
             expects_continue: req
-                .header("expect")
+                .get(Field::Expect)
                 .is_some_and(|e| e.eq_ignore_ascii_case(b"100-continue")),
             request_line: self.w.access_log.borrow().enabled().then(|| {
                 let end = buf

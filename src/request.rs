@@ -42,7 +42,90 @@ pub struct Request<'a> {
     pub body: Body,
     pub keep_alive: bool,
     pub headers: &'a [httparse::Header<'a>],
+    /// Where each field the server reads is in `headers`, found in the one
+    /// pass the framing rules make (a lookup by name per use cost about a
+    /// thousand instructions per request).
+    fields: Fields,
 }
+
+/// The request header fields the server reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Field {
+    Accept,
+    AcceptEncoding,
+    Authorization,
+    Connection,
+    ContentLength,
+    ContentType,
+    Expect,
+    Host,
+    IfMatch,
+    IfModifiedSince,
+    IfNoneMatch,
+    IfRange,
+    IfUnmodifiedSince,
+    Range,
+    TransferEncoding,
+}
+
+const FIELDS: usize = Field::TransferEncoding as usize + 1;
+
+/// Names in the order of `Field`.
+const NAMES: [&str; FIELDS] = [
+    "accept",
+    "accept-encoding",
+    "authorization",
+    "connection",
+    "content-length",
+    "content-type",
+    "expect",
+    "host",
+    "if-match",
+    "if-modified-since",
+    "if-none-match",
+    "if-range",
+    "if-unmodified-since",
+    "range",
+    "transfer-encoding",
+];
+
+impl Field {
+    const ALL: [Field; FIELDS] = {
+        use Field::*;
+        [
+            Accept,
+            AcceptEncoding,
+            Authorization,
+            Connection,
+            ContentLength,
+            ContentType,
+            Expect,
+            Host,
+            IfMatch,
+            IfModifiedSince,
+            IfNoneMatch,
+            IfRange,
+            IfUnmodifiedSince,
+            Range,
+            TransferEncoding,
+        ]
+    };
+
+    /// The field `name` is, if the server reads it (ASCII case ignored).
+    fn of(name: &str) -> Option<Field> {
+        // Lengths first: most names cost at most one byte-wise compare.
+        let i = NAMES
+            .iter()
+            .position(|n| n.len() == name.len() && n.eq_ignore_ascii_case(name))?;
+        Some(Field::ALL[i])
+    }
+}
+
+/// The index in `headers` of each field's first occurrence.
+#[derive(Debug, Clone, Copy)]
+struct Fields([Option<u8>; FIELDS]);
+
+const _: () = assert!(MAX_HEADERS <= u8::MAX as usize);
 
 impl<'a> Request<'a> {
     /// A GET or HEAD made by the server itself (a CGI local redirect).
@@ -59,6 +142,7 @@ impl<'a> Request<'a> {
             body: Body::None,
             keep_alive: true,
             headers,
+            fields: Fields([None; FIELDS]),
         }
     }
 
@@ -72,12 +156,10 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// The value of a header that the framing rules do not need; first one wins.
-    pub fn header(&self, name: &str) -> Option<&'a [u8]> {
-        self.headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| trim(h.value))
+    /// The value of a field, trimmed; the first one wins.
+    pub fn get(&self, field: Field) -> Option<&'a [u8]> {
+        let i = self.fields.0[field as usize]?;
+        self.headers.get(usize::from(i)).map(|h| trim(h.value))
     }
 }
 
@@ -117,7 +199,7 @@ pub fn parse<'a>(
     };
     let target = origin_form(path.as_bytes()).ok_or(Reject(Status::BadRequest))?;
     let headers: &'a [httparse::Header<'a>] = req.headers;
-    let framing = Framing::read(headers, version)?;
+    let (framing, fields) = Framing::read(headers, version)?;
     Ok(Some(Request {
         method: method(method_str),
         target,
@@ -126,6 +208,7 @@ pub fn parse<'a>(
         body: framing.body,
         keep_alive: framing.keep_alive,
         headers,
+        fields,
     }))
 }
 
@@ -207,31 +290,44 @@ struct Framing {
 }
 
 impl Framing {
-    /// Applies RFC 9112 sections 6 and 9.3 to the headers.
-    fn read(headers: &[httparse::Header<'_>], version: Version) -> Result<Framing, Reject> {
+    /// Applies RFC 9112 sections 6 and 9.3 to the headers, noting where
+    /// each field the server reads is.
+    fn read(
+        headers: &[httparse::Header<'_>],
+        version: Version,
+    ) -> Result<(Framing, Fields), Reject> {
         let bad = Reject(Status::BadRequest);
         let mut content_length: Option<u64> = None;
         let mut chunked = false;
         let mut transfer_encoding_seen = false;
         let mut hosts = 0;
         let (mut close, mut keep_alive) = (false, false);
-        for h in headers {
+        let mut fields = Fields([None; FIELDS]);
+        for (i, h) in headers.iter().enumerate() {
+            let Some(field) = Field::of(h.name) else {
+                continue;
+            };
+            let slot = &mut fields.0[field as usize];
+            if slot.is_none() {
+                // At most MAX_HEADERS, which fits (checked above).
+                *slot = Some(i as u8);
+            }
             let value = trim(h.value);
-            if h.name.eq_ignore_ascii_case("content-length") {
+            if field == Field::ContentLength {
                 // Duplicates, lists and signs are where smuggling starts: refuse them all.
                 if content_length.is_some() {
                     return Err(bad);
                 }
                 content_length = Some(parse_length(value).ok_or(bad)?);
-            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            } else if field == Field::TransferEncoding {
                 if transfer_encoding_seen {
                     return Err(bad);
                 }
                 transfer_encoding_seen = true;
                 chunked = transfer_coding(value)?;
-            } else if h.name.eq_ignore_ascii_case("host") {
+            } else if field == Field::Host {
                 hosts += 1;
-            } else if h.name.eq_ignore_ascii_case("connection") {
+            } else if field == Field::Connection {
                 for token in value.split(|&b| b == b',').map(trim) {
                     close |= token.eq_ignore_ascii_case(b"close");
                     keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
@@ -253,7 +349,7 @@ impl Framing {
             Version::Http11 => !close,
             Version::Http10 => keep_alive && !close,
         };
-        Ok(Framing { body, keep_alive })
+        Ok((Framing { body, keep_alive }, fields))
     }
 }
 
@@ -322,6 +418,35 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(r, (Method::Get, Body::None, true, "/a?b".into()));
+    }
+
+    #[test]
+    fn fields_are_found_by_name_first_one_winning() {
+        let raw = "GET / HTTP/1.1\r\nHOST: x\r\nX-Range: no\r\nIf-Range: \"a\"\r\nrange:  bytes=1-2 \r\nRange: bytes=3-4\r\nExpect: 100-continue\r\n\r\n";
+        let mut headers = empty_headers();
+        let r = parse(raw.as_bytes(), &mut headers).unwrap().unwrap();
+        assert_eq!(r.get(Field::Host), Some(&b"x"[..]));
+        assert_eq!(r.get(Field::Range), Some(&b"bytes=1-2"[..]));
+        assert_eq!(r.get(Field::IfRange), Some(&b"\"a\""[..]));
+        assert_eq!(r.get(Field::Expect), Some(&b"100-continue"[..]));
+        assert_eq!(r.get(Field::IfMatch), None);
+        assert_eq!(r.get(Field::Accept), None);
+        for (name, field) in [
+            ("Accept", Field::Accept),
+            ("accept-encoding", Field::AcceptEncoding),
+            ("Authorization", Field::Authorization),
+            ("content-type", Field::ContentType),
+            ("If-Modified-Since", Field::IfModifiedSince),
+            ("if-none-match", Field::IfNoneMatch),
+            ("If-Unmodified-Since", Field::IfUnmodifiedSince),
+        ] {
+            assert_eq!(Field::of(name), Some(field), "{name}");
+        }
+        for (i, f) in Field::ALL.into_iter().enumerate() {
+            assert_eq!(f as usize, i, "Field::ALL is in the order of the enum");
+        }
+        assert_eq!(Field::of("accepts"), None);
+        assert_eq!(Field::of("if-none-matcH"), Some(Field::IfNoneMatch));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::mime;
 use crate::negotiate::{self, Encodings};
 use crate::path::{self, CleanPath, PathError};
 use crate::range::{self, Ranged};
-use crate::request::{Method, Request};
+use crate::request::{Field, Method, Request};
 use crate::response::{self, Body, ContentRange, HeaderLine, Response};
 use crate::rules::{HeaderAction, Matched, Rules};
 use crate::static_files::{self, Lookup, Opened, Root};
@@ -136,7 +136,7 @@ pub fn respond(
 
 /// A static path: the file, its variants, or what stands in for it.
 fn static_file(site: &Site, req: &Request<'_>, path: &CleanPath, query: Option<&[u8]>) -> Response {
-    let enc = negotiate::accept_encoding(req.header("accept-encoding"));
+    let enc = negotiate::accept_encoding(req.get(Field::AcceptEncoding));
     match site.root.lookup(path, &site.config.index) {
         Lookup::File(opened) => serve(site, req, opened, enc),
         Lookup::DirWithoutSlash => finish(site, redirect_to_directory(path, query), path.as_str()),
@@ -296,9 +296,12 @@ fn representation(req: &Request<'_>, f: &Opened, content_type: &'static str) -> 
         }
     }
     let ranged = match req.method {
-        Method::Get => {
-            range::evaluate(req.header("range"), req.header("if-range"), validators, len)
-        }
+        Method::Get => range::evaluate(
+            req.get(Field::Range),
+            req.get(Field::IfRange),
+            validators,
+            len,
+        ),
         _ => Ranged::Full,
     };
     let (status, (offset, part), content_range) = match ranged {
@@ -336,10 +339,10 @@ fn representation(req: &Request<'_>, f: &Opened, content_type: &'static str) -> 
 
 fn conditions<'a>(req: &Request<'a>) -> Conditions<'a> {
     Conditions {
-        if_match: req.header("if-match"),
-        if_none_match: req.header("if-none-match"),
-        if_modified_since: req.header("if-modified-since"),
-        if_unmodified_since: req.header("if-unmodified-since"),
+        if_match: req.get(Field::IfMatch),
+        if_none_match: req.get(Field::IfNoneMatch),
+        if_modified_since: req.get(Field::IfModifiedSince),
+        if_unmodified_since: req.get(Field::IfUnmodifiedSince),
     }
 }
 
@@ -358,7 +361,7 @@ fn spa_fallback(
     enc: Encodings,
 ) -> Option<Response> {
     let fallback = site.config.rules.spa_fallback.as_deref()?;
-    if path.file_name().contains('.') || !negotiate::accepts_html(req.header("accept")) {
+    if path.file_name().contains('.') || !negotiate::accepts_html(req.get(Field::Accept)) {
         return None;
     }
     let opened = site.root.open_file(fallback.trim_start_matches('/')).ok()?;
