@@ -18,7 +18,7 @@ use nix::fcntl::AtFlags;
 use nix::sys::stat::{FileStat, fstatat};
 
 use crate::conditional::Validators;
-use crate::rules::Matched;
+use crate::rules::RuleLines;
 
 /// Entries kept per worker.
 const ENTRIES: usize = 64;
@@ -75,8 +75,8 @@ pub struct CachedFile {
     /// Its media type, from the name.
     pub content_type: &'static str,
     pub validators: Validators,
-    /// Which config rules its name matches; filled by the router on first use.
-    pub rules: OnceCell<Matched>,
+    /// What the config's rules do to its responses; filled by the router on first use.
+    pub rules: OnceCell<Rc<RuleLines>>,
     /// When probes last found no precompressed variant of it.
     no_variants: Cell<Option<Instant>>,
 }

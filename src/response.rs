@@ -6,6 +6,7 @@ use std::rc::Rc;
 use crate::conditional::Validators;
 use crate::gunzip::Gunzip;
 use crate::request::Version;
+use crate::rules::RuleLines;
 use crate::status::Status;
 
 /// What follows the head.
@@ -56,7 +57,7 @@ impl HeaderLine {
     }
 
     /// Whether this is a `name` header (ASCII case ignored).
-    fn is_named(self, name: &str) -> bool {
+    pub fn is_named(self, name: &str) -> bool {
         self.0
             .as_bytes()
             .get(2..)
@@ -106,8 +107,11 @@ pub struct Response {
     /// The realm of a 401 challenge.
     pub www_authenticate: Option<&'static str>,
     pub accept_ranges: bool,
-    /// Header lines from rules and special cases.
-    pub extra: heapless::Vec<HeaderLine, 12>,
+    /// Header lines the server sets for this response (Content-Encoding,
+    /// Vary, Retry-After and the like; at most three today).
+    pub extra: heapless::Vec<HeaderLine, 4>,
+    /// What the config's rules do to the head, shared with the cached file.
+    pub rules: Option<Rc<RuleLines>>,
     pub body: Body,
     /// The connection closes after this response (bad framing, for one).
     pub close: bool,
@@ -131,6 +135,7 @@ impl Response {
             www_authenticate: None,
             accept_ranges: false,
             extra: heapless::Vec::new(),
+            rules: None,
             body,
             close: false,
         }
@@ -160,12 +165,9 @@ impl Response {
         }
     }
 
-    pub fn remove_header(&mut self, name: &str) {
-        self.extra.retain(|line| !line.is_named(name));
-    }
-
-    pub fn has_header(&self, name: &str) -> bool {
-        self.extra.iter().any(|line| line.is_named(name))
+    /// A file's content (or its 304): what the Cache-Control rules are for.
+    pub fn is_file_answer(&self) -> bool {
+        self.body.is_file() || self.status == Status::NotModified
     }
 
     pub fn body_len(&self) -> u64 {
@@ -242,8 +244,13 @@ pub fn write_head_with(
         out.extend_from_slice(realm.as_bytes());
         out.extend_from_slice(b"\", charset=\"UTF-8\"");
     }
-    for line in &r.extra {
-        out.extend_from_slice(line.as_str().as_bytes());
+    match &r.rules {
+        Some(rules) => rules.write(out, &r.extra, r.is_file_answer()),
+        None => {
+            for line in &r.extra {
+                out.extend_from_slice(line.as_str().as_bytes());
+            }
+        }
     }
     more(out);
     let end: &[u8] = match (cx.keep_alive, cx.version) {
@@ -327,10 +334,8 @@ mod tests {
     fn head_shape() {
         let mut r = Response::status(Status::NotFound);
         r.add_header(NO_CACHE);
-        assert!(r.has_header("cache-control"));
-        assert!(!r.has_header("cache"));
-        r.add_header(HeaderLine::new("\r\nVary: x"));
-        r.remove_header("Vary");
+        assert!(NO_CACHE.is_named("cache-control"));
+        assert!(!NO_CACHE.is_named("cache"));
         let mut out = Vec::new();
         let cx = HeadContext {
             version: Version::Http10,

@@ -14,6 +14,7 @@
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
+use std::rc::Rc;
 
 use crate::access::{self, Verdict};
 use crate::auth::{self, Auth, Decision};
@@ -28,7 +29,6 @@ use crate::path::{self, CleanPath, PathError};
 use crate::range::{self, Ranged};
 use crate::request::{Field, Method, Request};
 use crate::response::{self, Body, ContentRange, HeaderLine, Response};
-use crate::rules::{HeaderAction, Matched, Rules};
 use crate::static_files::{self, Lookup, Opened, Root};
 use crate::status::Status;
 
@@ -443,34 +443,18 @@ fn push_query(location: &mut String, query: Option<&[u8]>) {
     }
 }
 
-/// Applies the config's Cache-Control (to files) and header rules. `name` is
-/// the served file, or the requested path, relative to the root.
-fn finish(site: &Site, r: Response, name: &str) -> Response {
-    apply_rules(site, r, site.config.rules.matched(name))
+/// Gives a response the config's Cache-Control (for files) and header
+/// rules for `name`: the served file, or the requested path, relative to the root.
+fn finish(site: &Site, mut r: Response, name: &str) -> Response {
+    r.rules = Some(Rc::new(site.config.rules.lines_for(name)));
+    r
 }
 
-/// `finish` for a cached file: its rule matches are worked out once.
-fn finish_file(site: &Site, r: Response, f: &Opened) -> Response {
-    let matched = *f.rules.get_or_init(|| site.config.rules.matched(&f.name));
-    apply_rules(site, r, matched)
-}
-
-fn apply_rules(site: &Site, mut r: Response, matched: Matched) -> Response {
-    let rules: &'static Rules = &site.config.rules;
-    let is_file = r.body.is_file() || r.status == Status::NotModified;
-    if is_file && !r.has_header("Cache-Control") {
-        if let Some(cc) = matched.cache_control {
-            r.add_header(cc);
-        }
-    }
-    for action in rules.header_actions(matched) {
-        match action {
-            HeaderAction::Set { name, line } => {
-                r.remove_header(name);
-                r.add_header(line.line());
-            }
-            HeaderAction::Remove(n) => r.remove_header(n),
-        }
-    }
+/// `finish` for a cached file: what its rules do is worked out once.
+fn finish_file(site: &Site, mut r: Response, f: &Opened) -> Response {
+    let rules = f
+        .rules
+        .get_or_init(|| Rc::new(site.config.rules.lines_for(&f.name)));
+    r.rules = Some(rules.clone());
     r
 }

@@ -94,15 +94,40 @@ const DEFAULT_HEADERS: [(&str, &str); 3] = [
     ("Referrer-Policy", "same-origin"),
 ];
 
-/// Header rules a config may add: `Matched` keeps one bit for every rule,
-/// the built-in ones included, in a u64.
+/// Header rules a config may add: with the built-in ones, at most 64
+/// lines per response.
 pub const MAX_HEADER_RULES: usize = 64 - DEFAULT_HEADERS.len();
 
-/// The rules one path matches: its Cache-Control line and a bit per header rule.
-#[derive(Debug, Clone, Copy)]
-pub struct Matched {
-    pub cache_control: Option<HeaderLine>,
-    headers: u64,
+/// What the rules one path matches do to a response, worked out once per
+/// file: its Cache-Control line, the names whose lines the rules replace or
+/// remove, and the lines they add, in order.
+#[derive(Debug, Default)]
+pub struct RuleLines {
+    /// Kept only when no header rule names Cache-Control itself.
+    cache_control: Option<HeaderLine>,
+    names: Vec<&'static str>,
+    lines: Vec<HeaderLine>,
+}
+
+impl RuleLines {
+    /// Writes a response's own header lines with the rules applied: its
+    /// lines the rules name go, the Cache-Control line comes next (for a file,
+    /// unless the response set one), then the rules' lines.
+    pub fn write(&self, out: &mut Vec<u8>, own: &[HeaderLine], is_file: bool) {
+        let mut own_cache_control = false;
+        for line in own {
+            if !self.names.iter().any(|n| line.is_named(n)) {
+                own_cache_control |= line.is_named("Cache-Control");
+                out.extend_from_slice(line.as_str().as_bytes());
+            }
+        }
+        if let Some(cc) = self.cache_control.filter(|_| is_file && !own_cache_control) {
+            out.extend_from_slice(cc.as_str().as_bytes());
+        }
+        for line in &self.lines {
+            out.extend_from_slice(line.as_str().as_bytes());
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -260,31 +285,32 @@ impl Rules {
         Ok(())
     }
 
-    /// Which rules `path` matches, to be kept with a cached file.
-    pub fn matched(&'static self, path: &str) -> Matched {
-        let mut headers = 0;
-        for (i, (pattern, _)) in self.headers.iter().enumerate() {
-            if pattern.matches(path) {
-                headers |= 1 << i;
-            }
-        }
-        Matched {
+    /// What the rules do to a response for `path`, to be kept with a cached file.
+    pub fn lines_for(&'static self, path: &str) -> RuleLines {
+        let mut out = RuleLines {
             cache_control: self.cache_control_line(path).map(RuleLine::line),
-            headers,
+            ..RuleLines::default()
+        };
+        for (_, action) in self.headers.iter().filter(|(p, _)| p.matches(path)) {
+            let (name, line) = match action {
+                HeaderAction::Set { name, line } => (name.as_str(), Some(line.line())),
+                HeaderAction::Remove(name) => (name.as_str(), None),
+            };
+            // A later rule for the same name replaces or removes an earlier one's line.
+            out.lines.retain(|l| !l.is_named(name));
+            if name.eq_ignore_ascii_case("cache-control") {
+                out.cache_control = None;
+            }
+            if !out.names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                out.names.push(name);
+            }
+            out.lines.extend(line);
         }
-    }
-
-    /// The header rules a match selected, in order.
-    pub fn header_actions(&self, m: Matched) -> impl Iterator<Item = &HeaderAction> {
-        self.headers
-            .iter()
-            .enumerate()
-            .filter(move |(i, _)| m.headers & (1 << i) != 0)
-            .map(|(_, (_, action))| action)
+        out
     }
 
     /// The Cache-Control value for a path, if any (what the tests read; the
-    /// server uses the whole line through `matched`).
+    /// server uses the whole line through `lines_for`).
     #[cfg(test)]
     fn cache_control(&self, path: &str) -> Option<&str> {
         self.cache_control_line(path).map(RuleLine::value)
@@ -450,15 +476,68 @@ mod tests {
             Err("at most 61 header rules".into())
         );
         let rules: &'static Rules = Box::leak(Box::new(r));
-        let applied: Vec<_> = rules.header_actions(rules.matched("a.html")).collect();
-        assert_eq!(applied.len(), 64, "the built-in three and all 61");
+        let lines = rules.lines_for("a.html");
+        assert_eq!(lines.lines.len(), 64, "the built-in three and all 61");
         assert_eq!(
-            applied.last(),
-            Some(&&HeaderAction::Set {
-                name: "X-Rule-60".into(),
-                line: RuleLine::new("X-Rule-60", "60")
-            })
+            lines.lines.last().map(|l| l.as_str()),
+            Some("\r\nX-Rule-60: 60")
         );
+    }
+
+    /// The head lines `own` get for `path` under `rules`.
+    fn written(rules: &'static Rules, path: &str, own: &[HeaderLine], is_file: bool) -> String {
+        let mut out = Vec::new();
+        rules.lines_for(path).write(&mut out, own, is_file);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn rule_lines_replace_remove_and_follow_the_response_own() {
+        let mut r = Rules::default();
+        r.apply("header", "* -X-Frame-Options").unwrap();
+        r.apply("header", "*.svg Vary: Origin").unwrap();
+        r.apply("header", "*.svg X-A: 1").unwrap();
+        r.apply("header", "*.svg x-a: 2").unwrap();
+        let rules: &'static Rules = Box::leak(Box::new(r));
+        let vary = HeaderLine::new("\r\nVary: Accept-Encoding");
+        let gzip = HeaderLine::new("\r\nContent-Encoding: gzip");
+        let defaults = "\r\nX-Content-Type-Options: nosniff\r\nReferrer-Policy: same-origin";
+        assert_eq!(
+            written(rules, "a.svg", &[gzip, vary], true),
+            format!(
+                "\r\nContent-Encoding: gzip\r\nCache-Control: max-age=300{defaults}\r\nVary: Origin\r\nx-a: 2"
+            )
+        );
+        assert_eq!(
+            written(rules, "a.html", &[vary], true),
+            format!("\r\nVary: Accept-Encoding\r\nCache-Control: no-cache{defaults}")
+        );
+        // Not a file: no Cache-Control from the rules.
+        assert_eq!(written(rules, "a.html", &[], false), defaults);
+        // The response's own Cache-Control stands.
+        let no_store = HeaderLine::new("\r\nCache-Control: no-store");
+        assert_eq!(
+            written(rules, "a.html", &[no_store], true),
+            format!("\r\nCache-Control: no-store{defaults}")
+        );
+    }
+
+    #[test]
+    fn a_header_rule_for_cache_control_replaces_or_removes_the_cache_rule() {
+        let mut r = Rules::default();
+        r.apply("header", "*.js Cache-Control: private").unwrap();
+        r.apply("header", "*.css -Cache-Control").unwrap();
+        let rules: &'static Rules = Box::leak(Box::new(r));
+        let cc = |path| {
+            let mut out = Vec::new();
+            rules.lines_for(path).write(&mut out, &[], true);
+            let text = String::from_utf8(out).unwrap();
+            text.matches("Cache-Control").count()
+        };
+        assert!(written(rules, "a.js", &[], true).ends_with("\r\nCache-Control: private"));
+        assert_eq!(cc("a.js"), 1);
+        assert_eq!(cc("a.css"), 0);
+        assert_eq!(cc("a.png"), 1);
     }
 
     #[test]
