@@ -51,12 +51,6 @@ struct Conn {
     served: u32,
 }
 
-/// What a parsed request needs once the buffer it was parsed from moves on.
-struct Exchange {
-    response: Response,
-    meta: Meta,
-}
-
 /// What every kind of answer needs to know about its request.
 struct Meta {
     version: Version,
@@ -92,16 +86,6 @@ enum Next {
     Verify(auth::Pending),
 }
 
-/// What to do with a complete head.
-// The common variant is the large one; boxing it would allocate per request.
-#[allow(clippy::large_enum_variant)]
-enum Plan {
-    Respond(Exchange),
-    Cgi(Box<cgi::Job>, Meta),
-    /// Check a password off the worker thread, then decide again.
-    Verify(auth::Pending),
-}
-
 impl Conn {
     async fn run(&mut self) -> Result<(), End> {
         loop {
@@ -131,7 +115,7 @@ impl Conn {
         let deadline = Instant::now() + self.w.config.header_timeout;
         let mut verdict = None;
         let step = loop {
-            match self.next_step(verdict.take()) {
+            match self.decide(verdict.take()) {
                 Ok(Some(Next::Verify(pending))) => verdict = Some(pending.run().await),
                 Ok(Some(Next::Step(step))) => break step,
                 Ok(None) => match self.read_more(deadline).await {
@@ -152,18 +136,11 @@ impl Conn {
         }
     }
 
-    /// The plan for the buffered head, reduced to what has to wait for the
-    /// socket (so the large routed response never lives in a future).
-    fn next_step(&mut self, verdict: Option<auth::Verdict>) -> Result<Option<Next>, Reject> {
-        Ok(self.decide(verdict)?.map(|plan| match plan {
-            Plan::Respond(x) => Next::Step(Step::Send(self.prepare_exchange(x))),
-            Plan::Cgi(job, meta) => Next::Step(Step::Script(job, meta)),
-            Plan::Verify(pending) => Next::Verify(pending),
-        }))
-    }
-
-    /// Parses the buffered bytes and, if a whole head is there, routes it.
-    fn decide(&mut self, verdict: Option<auth::Verdict>) -> Result<Option<Plan>, Reject> {
+    /// Parses the buffered bytes and, if a whole head is there, routes it,
+    /// down to what has to wait for the socket: the large routed response
+    /// is written into bytes here, and never lives in a future or moves
+    /// through wrappers.
+    fn decide(&mut self, verdict: Option<auth::Verdict>) -> Result<Option<Next>, Reject> {
         let Some(buf) = self.buf.as_deref() else {
             return Ok(None);
         };
@@ -200,26 +177,24 @@ impl Conn {
             }),
         };
         Ok(Some(match routed {
-            Routed::Respond(mut response) => {
-                // A chunked body, or one the client holds back for 100-continue,
-                // is not worth reading on a static path: answer, then close.
-                if meta.body == RequestBody::Chunked
-                    || (meta.expects_continue && meta.body != RequestBody::None)
-                {
-                    response.close = true;
-                }
-                Plan::Respond(Exchange { response, meta })
+            Routed::Respond(response) => {
+                Next::Step(Step::Send(self.prepare_exchange(response, meta)))
             }
-            Routed::Cgi(job) => Plan::Cgi(job, meta),
-            Routed::Verify(pending) => Plan::Verify(pending),
+            Routed::Cgi(job) => Next::Step(Step::Script(job, meta)),
+            Routed::Verify(pending) => Next::Verify(pending),
         }))
     }
 
-    /// Answers a routed request; returns whether the connection goes on.
     /// Turns a routed answer into bytes to send (the head, and the body when
     /// the server made it or keeps it in memory).
-    fn prepare_exchange(&mut self, x: Exchange) -> Prepared {
-        let Exchange { response, mut meta } = x;
+    fn prepare_exchange(&mut self, mut response: Response, mut meta: Meta) -> Prepared {
+        // A chunked body, or one the client holds back for 100-continue,
+        // is not worth reading on a static path: answer, then close.
+        if meta.body == RequestBody::Chunked
+            || (meta.expects_continue && meta.body != RequestBody::None)
+        {
+            response.close = true;
+        }
         self.consume(meta.head_len);
         let discard = match meta.body {
             RequestBody::Length(n) if !response.close => n,
