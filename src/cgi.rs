@@ -18,7 +18,7 @@ use crate::cgi_output::{self, ScriptHead};
 use crate::limits::HEAD_BUF;
 use crate::path::CleanPath;
 use crate::request::{Field, Request, Version};
-use crate::response::{self, HeaderLine, Response};
+use crate::response::{self, HeaderLine, Response, StatusHeader};
 use crate::sock::{End, Sock};
 use crate::spawn::{self, Spawned};
 use crate::static_files::Root;
@@ -570,7 +570,7 @@ async fn stream_body(
     };
     let keep_alive = keep_alive && framing != Framing::Close;
     let mut r = Response::new(head.status, response::Body::Script);
-    r.location = head.location;
+    r.status_header = head.location.map(StatusHeader::Location);
     let content_type = head.content_type;
     w.write_head(out, &r, version, keep_alive, &|out| {
         if let Some(t) = &content_type {

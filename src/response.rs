@@ -93,19 +93,15 @@ pub const VARY_ENCODING: HeaderLine = HeaderLine::new("\r\nVary: Accept-Encoding
 pub const GZIP: HeaderLine = HeaderLine::new("\r\nContent-Encoding: gzip");
 pub const BROTLI: HeaderLine = HeaderLine::new("\r\nContent-Encoding: br");
 
-/// Headers at most one of which is taken from a list of choices; the rest
-/// are `extra` name/value pairs whose values are trusted (never raw request bytes).
+/// An answer as the router decides it. Header values are trusted text
+/// (never raw request bytes).
 pub struct Response {
     pub status: Status,
     pub content_type: Option<&'static str>,
     /// Last-Modified and ETag.
     pub validators: Option<Validators>,
-    /// `Content-Range: bytes first-last/total`, or `bytes */total` for 416.
-    pub content_range: Option<ContentRange>,
-    pub location: Option<String>,
-    pub allow: Option<&'static str>,
-    /// The realm of a 401 challenge.
-    pub www_authenticate: Option<&'static str>,
+    /// The header its status calls for, if any.
+    pub status_header: Option<StatusHeader>,
     pub accept_ranges: bool,
     /// Header lines the server sets for this response (Content-Encoding,
     /// Vary, Retry-After and the like; at most three today).
@@ -115,6 +111,18 @@ pub struct Response {
     pub body: Body,
     /// The connection closes after this response (bad framing, for one).
     pub close: bool,
+}
+
+/// Headers that go with one kind of status each, so a response has at most one.
+pub enum StatusHeader {
+    /// A redirect (or a script's answer that names a place).
+    Location(String),
+    /// 405: the methods the path takes.
+    Allow(&'static str),
+    /// 401: the realm of the Basic challenge.
+    Challenge(&'static str),
+    /// 206 and 416.
+    ContentRange(ContentRange),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -129,10 +137,7 @@ impl Response {
             status,
             content_type: None,
             validators: None,
-            content_range: None,
-            location: None,
-            allow: None,
-            www_authenticate: None,
+            status_header: None,
             accept_ranges: false,
             extra: heapless::Vec::new(),
             rules: None,
@@ -218,31 +223,27 @@ pub fn write_head_with(
     if r.accept_ranges {
         out.extend_from_slice(b"\r\nAccept-Ranges: bytes");
     }
-    match r.content_range {
-        Some(ContentRange::Part { first, last, total }) => {
-            out.extend_from_slice(b"\r\nContent-Range: bytes ");
-            push_num(out, first);
-            out.push(b'-');
-            push_num(out, last);
-            out.push(b'/');
-            push_num(out, total);
-        }
-        Some(ContentRange::Unsatisfied { total }) => {
-            out.extend_from_slice(b"\r\nContent-Range: bytes */");
-            push_num(out, total);
-        }
+    match &r.status_header {
         None => {}
-    }
-    if let Some(l) = &r.location {
-        field(out, b"\r\nLocation: ", l.as_bytes());
-    }
-    if let Some(a) = r.allow {
-        field(out, b"\r\nAllow: ", a.as_bytes());
-    }
-    if let Some(realm) = r.www_authenticate {
-        out.extend_from_slice(b"\r\nWWW-Authenticate: Basic realm=\"");
-        out.extend_from_slice(realm.as_bytes());
-        out.extend_from_slice(b"\", charset=\"UTF-8\"");
+        Some(StatusHeader::Location(l)) => field(out, b"\r\nLocation: ", l.as_bytes()),
+        Some(StatusHeader::Allow(a)) => field(out, b"\r\nAllow: ", a.as_bytes()),
+        Some(StatusHeader::Challenge(realm)) => {
+            out.extend_from_slice(b"\r\nWWW-Authenticate: Basic realm=\"");
+            out.extend_from_slice(realm.as_bytes());
+            out.extend_from_slice(b"\", charset=\"UTF-8\"");
+        }
+        Some(StatusHeader::ContentRange(ContentRange::Part { first, last, total })) => {
+            out.extend_from_slice(b"\r\nContent-Range: bytes ");
+            push_num(out, *first);
+            out.push(b'-');
+            push_num(out, *last);
+            out.push(b'/');
+            push_num(out, *total);
+        }
+        Some(StatusHeader::ContentRange(ContentRange::Unsatisfied { total })) => {
+            out.extend_from_slice(b"\r\nContent-Range: bytes */");
+            push_num(out, *total);
+        }
     }
     match &r.rules {
         Some(rules) => rules.write(out, &r.extra, r.is_file_answer()),

@@ -28,7 +28,7 @@ use crate::negotiate::{self, Encodings};
 use crate::path::{self, CleanPath, PathError};
 use crate::range::{self, Ranged};
 use crate::request::{Field, Method, Request};
-use crate::response::{self, Body, ContentRange, HeaderLine, Response};
+use crate::response::{self, Body, ContentRange, HeaderLine, Response, StatusHeader};
 use crate::static_files::{self, Lookup, Opened, Root};
 use crate::status::Status;
 
@@ -176,13 +176,13 @@ pub fn local(site: &Site, target: &str, head_only: bool) -> Response {
 
 fn not_allowed(site: &Site, allow: &'static str, name: &str) -> Response {
     let mut r = Response::status(Status::MethodNotAllowed);
-    r.allow = Some(allow);
+    r.status_header = Some(StatusHeader::Allow(allow));
     finish(site, r, name)
 }
 
 fn challenge(site: &Site, realm: &'static str, name: &str) -> Response {
     let mut r = Response::status(Status::Unauthorized);
-    r.www_authenticate = Some(realm);
+    r.status_header = Some(StatusHeader::Challenge(realm));
     finish(site, r, name)
 }
 
@@ -317,7 +317,9 @@ fn representation(req: &Request<'_>, f: &Opened, content_type: &'static str) -> 
         ),
         Ranged::Unsatisfiable => {
             let mut r = Response::status(Status::RangeNotSatisfiable);
-            r.content_range = Some(ContentRange::Unsatisfied { total: len });
+            r.status_header = Some(StatusHeader::ContentRange(ContentRange::Unsatisfied {
+                total: len,
+            }));
             return r;
         }
     };
@@ -333,7 +335,7 @@ fn representation(req: &Request<'_>, f: &Opened, content_type: &'static str) -> 
     r.content_type = Some(content_type);
     r.validators = Some(validators.clone());
     r.accept_ranges = true;
-    r.content_range = content_range;
+    r.status_header = content_range.map(StatusHeader::ContentRange);
     r
 }
 
@@ -417,7 +419,7 @@ fn redirect(site: &Site, shown: &str, query: Option<&[u8]>) -> Option<Response> 
         push_query(&mut location, query);
     }
     let mut r = Response::status(status);
-    r.location = Some(location);
+    r.status_header = Some(StatusHeader::Location(location));
     Some(r)
 }
 
@@ -429,7 +431,7 @@ fn redirect_to_directory(path: &CleanPath, query: Option<&[u8]>) -> Response {
     location.push('/');
     push_query(&mut location, query);
     let mut r = Response::status(Status::MovedPermanently);
-    r.location = Some(location);
+    r.status_header = Some(StatusHeader::Location(location));
     r
 }
 
