@@ -1,44 +1,51 @@
-//! The Date header, formatted once a second rather than per request.
+//! The start of every response head: the status line, then the Date and
+//! Server lines, made once a second rather than per request.
 
-use std::cell::Cell;
+use std::cell::{Cell, Ref, RefCell};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::httpdate;
-
-/// `\r\nDate: ` and an IMF-fixdate: the Date header as a head carries it.
-pub const DATE_LINE: usize = PREFIX.len() + httpdate::LEN;
-const PREFIX: &[u8] = b"\r\nDate: ";
+use crate::status::Status;
 
 pub struct Clock {
-    cached: Cell<(u64, [u8; DATE_LINE])>,
-}
-
-impl Default for Clock {
-    fn default() -> Clock {
-        Clock {
-            cached: Cell::new((u64::MAX, [b' '; DATE_LINE])),
-        }
-    }
+    /// `\r\nServer: NAME`, unless the config turned it off.
+    server_line: Option<String>,
+    /// The second `start` was made for.
+    secs: Cell<u64>,
+    /// `HTTP/1.1 200 OK\r\nDate: DATE\r\nServer: NAME`: what a 200 head
+    /// starts with, in one piece (each piece copied into a head is a memcpy
+    /// call). Other statuses take the part after the status line.
+    start: RefCell<Vec<u8>>,
 }
 
 impl Clock {
+    pub fn new(server_name: Option<&str>) -> Clock {
+        Clock {
+            server_line: server_name.map(|name| format!("\r\nServer: {name}")),
+            secs: Cell::new(u64::MAX),
+            start: RefCell::new(Vec::new()),
+        }
+    }
+
     pub fn now_secs() -> u64 {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs())
     }
 
-    /// The Date header line for now, remade only when the second changes.
-    pub fn date_line(&self) -> [u8; DATE_LINE] {
+    /// The head start for now (see `start`), remade when the second changes.
+    pub fn head_start(&self) -> Ref<'_, [u8]> {
         let now = Self::now_secs();
-        let (secs, line) = self.cached.get();
-        if secs == now {
-            return line;
+        if self.secs.replace(now) != now {
+            let mut start = self.start.borrow_mut();
+            start.clear();
+            start.extend_from_slice(Status::Ok.line().as_bytes());
+            start.extend_from_slice(b"\r\nDate: ");
+            start.extend_from_slice(&httpdate::format(now));
+            if let Some(s) = &self.server_line {
+                start.extend_from_slice(s.as_bytes());
+            }
         }
-        let mut line = [0; DATE_LINE];
-        line[..PREFIX.len()].copy_from_slice(PREFIX);
-        line[PREFIX.len()..].copy_from_slice(&httpdate::format(now));
-        self.cached.set((now, line));
-        line
+        Ref::map(self.start.borrow(), Vec::as_slice)
     }
 }

@@ -77,6 +77,9 @@ pub struct CachedFile {
     pub validators: Validators,
     /// What the config's rules do to its responses; filled by the router on first use.
     pub rules: OnceCell<Rc<RuleLines>>,
+    /// The header lines of a plain 200 of it (see `Response::fields`),
+    /// made by the router the first time it serves one.
+    pub plain_fields: OnceCell<Rc<[u8]>>,
     /// When probes last found no precompressed variant of it.
     no_variants: Cell<Option<Instant>>,
 }
@@ -184,6 +187,7 @@ impl FileCache {
             content_type: crate::mime::for_name(rel),
             validators,
             rules: OnceCell::new(),
+            plain_fields: OnceCell::new(),
             no_variants: Cell::new(None),
         });
         self.insert(Entry::File(cached.clone(), fp));

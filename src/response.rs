@@ -108,6 +108,9 @@ pub struct Response {
     pub extra: heapless::Vec<HeaderLine, 4>,
     /// What the config's rules do to the head, shared with the cached file.
     pub rules: Option<Rc<RuleLines>>,
+    /// What `write_fields` writes for this response, kept by its cached
+    /// file (a plain 200 of it), so the head is copied in three pieces.
+    pub fields: Option<Rc<[u8]>>,
     pub body: Body,
     /// The connection closes after this response (bad framing, for one).
     pub close: bool,
@@ -141,6 +144,7 @@ impl Response {
             accept_ranges: false,
             extra: heapless::Vec::new(),
             rules: None,
+            fields: None,
             body,
             close: false,
         }
@@ -190,10 +194,8 @@ impl Response {
 pub struct HeadContext<'a> {
     pub version: Version,
     pub keep_alive: bool,
-    /// `\r\nDate: ...` (see `Clock::date_line`).
-    pub date_line: &'a [u8],
-    /// `\r\nServer: ...`, unless the config turned it off.
-    pub server_line: Option<&'a str>,
+    /// `HTTP/1.1 200 OK\r\nDate: ...\r\nServer: ...` (see `Clock::head_start`).
+    pub ok_start: &'a [u8],
 }
 
 /// Writes the status line and headers, ending with the empty line; `more`
@@ -205,11 +207,29 @@ pub fn write_head_with(
     cx: &HeadContext<'_>,
     more: &dyn Fn(&mut Vec<u8>),
 ) {
-    out.extend_from_slice(r.status.line().as_bytes());
-    out.extend_from_slice(cx.date_line);
-    if let Some(s) = cx.server_line {
-        out.extend_from_slice(s.as_bytes());
+    if r.status == Status::Ok {
+        out.extend_from_slice(cx.ok_start);
+    } else {
+        out.extend_from_slice(r.status.line().as_bytes());
+        let date_and_server = cx.ok_start.get(Status::Ok.line().len()..);
+        out.extend_from_slice(date_and_server.unwrap_or_default());
     }
+    match &r.fields {
+        Some(fields) => out.extend_from_slice(fields),
+        None => write_fields(out, r),
+    }
+    more(out);
+    let end: &[u8] = match (cx.keep_alive, cx.version) {
+        (false, Version::Http11) => b"\r\nConnection: close\r\n\r\n",
+        (true, Version::Http10) => b"\r\nConnection: keep-alive\r\n\r\n",
+        _ => b"\r\n\r\n",
+    };
+    out.extend_from_slice(end);
+}
+
+/// The header lines a response carries itself: from Content-Type to the
+/// rules' lines, between the Server and Connection lines.
+pub fn write_fields(out: &mut Vec<u8>, r: &Response) {
     if let Some(t) = r.content_type {
         field(out, b"\r\nContent-Type: ", t.as_bytes());
     }
@@ -253,13 +273,6 @@ pub fn write_head_with(
             }
         }
     }
-    more(out);
-    let end: &[u8] = match (cx.keep_alive, cx.version) {
-        (false, Version::Http11) => b"\r\nConnection: close\r\n\r\n",
-        (true, Version::Http10) => b"\r\nConnection: keep-alive\r\n\r\n",
-        _ => b"\r\n\r\n",
-    };
-    out.extend_from_slice(end);
 }
 
 /// A header whose name is known here: `prefix` is `\r\nName: `. Each copy
@@ -341,8 +354,7 @@ mod tests {
         let cx = HeadContext {
             version: Version::Http10,
             keep_alive: true,
-            date_line: b"\r\nDate: D",
-            server_line: Some("\r\nServer: m"),
+            ok_start: b"HTTP/1.1 200 OK\r\nDate: D\r\nServer: m",
         };
         write_head_with(&mut out, &r, &cx, &|_| {});
         let text = String::from_utf8(out).unwrap();

@@ -452,11 +452,39 @@ fn finish(site: &Site, mut r: Response, name: &str) -> Response {
     r
 }
 
-/// `finish` for a cached file: what its rules do is worked out once.
+/// `finish` for a cached file: what its rules do is worked out once, and
+/// so are the header lines of a plain 200 of it.
 fn finish_file(site: &Site, mut r: Response, f: &Opened) -> Response {
     let rules = f
         .rules
         .get_or_init(|| Rc::new(site.config.rules.lines_for(&f.name)));
     r.rules = Some(rules.clone());
+    if is_plain(&r, f) {
+        let fields = f.plain_fields.get_or_init(|| {
+            let mut lines = Vec::new();
+            response::write_fields(&mut lines, &r);
+            Rc::from(lines)
+        });
+        r.fields = Some(fields.clone());
+    }
     r
+}
+
+/// The whole of `f` with nothing of this request's in its head: every such
+/// response has the same header lines (content type, length, validators,
+/// rules), all fixed by the file's version. A body of `f`'s own file got
+/// `f`'s validators from `representation`.
+fn is_plain(r: &Response, f: &Opened) -> bool {
+    let whole_file = match &r.body {
+        Body::File {
+            file, offset, len, ..
+        } => Rc::ptr_eq(file, &f.file) && *offset == 0 && *len == f.meta.len(),
+        _ => false,
+    };
+    whole_file
+        && r.status == Status::Ok
+        && r.extra.is_empty()
+        && r.status_header.is_none()
+        && r.content_type == Some(f.content_type)
+        && r.accept_ranges
 }

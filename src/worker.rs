@@ -31,8 +31,6 @@ use crate::sys;
 /// Everything a worker's connections share. Lives for the whole process.
 pub struct Worker {
     pub config: &'static Config,
-    /// `\r\nServer: NAME` as heads carry it, made once.
-    server_line: Option<String>,
     pub site: Site,
     pub clock: Clock,
     pub deadlines: Deadlines,
@@ -73,12 +71,11 @@ impl Worker {
         keep_alive: bool,
         more: &dyn Fn(&mut Vec<u8>),
     ) {
-        let date_line = self.clock.date_line();
+        let start = self.clock.head_start();
         let cx = HeadContext {
             version,
             keep_alive,
-            date_line: &date_line,
-            server_line: self.server_line.as_deref(),
+            ok_start: &start,
         };
         response::write_head_with(out, r, &cx, more);
     }
@@ -113,12 +110,8 @@ pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, workers: usize) -> 
     sys::die_with_parent();
     let worker: &'static Worker = Box::leak(Box::new(Worker {
         config,
-        server_line: config
-            .server_name
-            .as_ref()
-            .map(|name| format!("\r\nServer: {name}")),
         site: Site::new(config),
-        clock: Clock::default(),
+        clock: Clock::new(config.server_name.as_deref()),
         deadlines: Deadlines::default(),
         pool: Pool::default(),
         access_log: RefCell::new(AccessLog::open(&config.access_log)),

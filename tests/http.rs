@@ -26,6 +26,47 @@ fn get_has_the_standard_headers() {
     assert!(r.header("date").unwrap().ends_with(" GMT"));
 }
 
+/// A file's plain 200 head is kept after the first one; what differs per
+/// request (ranges, conditions, versions, HEAD) must still be answered
+/// in full, and the kept head must equal the one made fresh.
+#[test]
+fn a_kept_head_is_the_fresh_one_and_only_plain_answers_use_it() {
+    let s = Server::start(&[]);
+    let mut c = s.connect();
+    let get = |c: &mut std::net::TcpStream, extra: &str, head_only: bool| {
+        let method = if head_only { "HEAD" } else { "GET" };
+        write!(c, "{method} /index.html HTTP/1.1\r\nHost: t\r\n{extra}\r\n").unwrap();
+        let mut r = read_response(c, head_only).unwrap();
+        r.headers.retain(|(n, _)| n != "Date");
+        r
+    };
+    let fresh = get(&mut c, "", false);
+    let kept = get(&mut c, "", false);
+    assert_eq!(fresh.headers, kept.headers);
+    assert_eq!(fresh.body, kept.body);
+    assert_eq!(get(&mut c, "", true).headers, fresh.headers);
+
+    let part = get(&mut c, "Range: bytes=1-3\r\n", false);
+    assert_eq!(part.status, 206);
+    assert_eq!(part.header("content-range"), Some("bytes 1-3/37"));
+    assert_eq!(part.header("content-length"), Some("3"));
+
+    let etag = fresh.header("etag").unwrap();
+    let not_modified = get(&mut c, &format!("If-None-Match: {etag}\r\n"), false);
+    assert_eq!(not_modified.status, 304);
+    assert_eq!(not_modified.header("content-length"), None);
+    assert_eq!(not_modified.header("etag"), Some(etag));
+
+    // HTTP/1.0 keep-alive: the same lines and a Connection header.
+    c.write_all(b"GET /index.html HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
+    let mut old = read_response(&mut c, false).unwrap();
+    old.headers
+        .retain(|(n, _)| n != "Date" && n != "Connection");
+    assert_eq!(old.headers, fresh.headers);
+    assert_eq!(get(&mut c, "", false).headers, fresh.headers);
+}
+
 #[test]
 fn server_header_can_be_renamed_or_hidden() {
     let s = Server::start(&["--server-name", "devbox"]);
