@@ -64,7 +64,7 @@ impl Settings {
                     self.prefixes_set = true;
                 }
                 if value != "off" {
-                    if !value.starts_with('/') || value.contains("..") {
+                    if !value.starts_with('/') || crate::path::has_dot_dot(value) {
                         return Err(format!(
                             "`{value}` must be a path prefix like /cgi-bin/, or `off`"
                         ));

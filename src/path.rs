@@ -132,6 +132,11 @@ fn hex(c: u8) -> Option<u8> {
     }
 }
 
+/// Whether `..` appears anywhere in `s`: config paths refuse it outright.
+pub fn has_dot_dot(s: &str) -> bool {
+    s.as_bytes().windows(2).any(|w| w == b"..")
+}
+
 /// Appends `s` percent-encoded for use in a path (keeps unreserved and `/`).
 pub fn encode_into(out: &mut String, s: &str) {
     for b in s.bytes() {

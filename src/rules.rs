@@ -212,7 +212,10 @@ impl Rules {
         let (pattern, directive) =
             split2(value).ok_or("expected PATTERN VALUE, e.g. `*.css max-age=600`")?;
         let pattern = Pattern::parse(pattern);
-        if directive.contains("immutable") && pattern != Pattern::Hashed {
+        let immutable = directive
+            .split(',')
+            .any(|d| d.trim().eq_ignore_ascii_case("immutable"));
+        if immutable && pattern != Pattern::Hashed {
             return Err("`immutable` only with the @hashed pattern: a name without a content hash must be revalidated".into());
         }
         if directive.bytes().any(|b| b.is_ascii_control()) {
@@ -377,7 +380,7 @@ fn header_name(name: &str) -> Result<String, String> {
 
 fn site_path(p: &str) -> Result<String, String> {
     if !p.starts_with('/')
-        || p.contains("..")
+        || crate::path::has_dot_dot(p)
         || p.bytes().any(|b| b.is_ascii_control() || b == b' ')
     {
         return Err(format!(
@@ -449,6 +452,9 @@ mod tests {
                 .unwrap_err()
                 .contains("@hashed")
         );
+        // Directives are tokens, and case-insensitive (RFC 9111 section 5.2).
+        assert!(r.apply("cache", "*.css max-age=9, Immutable").is_err());
+        assert!(r.apply("cache", "*.css max-age=9").is_ok());
     }
 
     #[test]
@@ -572,5 +578,6 @@ mod tests {
         assert_eq!(r.error_page(Status::NotFound), Some("/404.html"));
         assert!(r.apply("error-page", "200 /ok.html").is_err());
         assert!(r.apply("error-page", "404 ../x").is_err());
+        assert!(r.apply("error-page", "404 /a/../x").is_err());
     }
 }
