@@ -27,9 +27,9 @@ pub enum PathError {
 
 impl CleanPath {
     pub fn as_str(&self) -> &str {
-        let rel = &self.shown[1..];
-        match rel.strip_suffix('/') {
-            Some(dir) if self.trailing_slash => dir,
+        let rel = self.shown.get(1..).unwrap_or_default();
+        match rel.len().checked_sub(1) {
+            Some(last) if self.trailing_slash && rel.as_bytes()[last] == b'/' => &rel[..last],
             _ => rel,
         }
     }
@@ -67,6 +67,44 @@ pub fn clean(raw: &[u8]) -> Result<CleanPath, PathError> {
 /// `clean`, written into `out`: a CleanPath is over 2 KiB, and the request
 /// path should not pay for copies of it.
 pub fn clean_into(raw: &[u8], out: &mut CleanPath) -> Result<(), PathError> {
+    if clean_plain(raw, out) {
+        return Ok(());
+    }
+    clean_general(raw, out)
+}
+
+/// The common case: a path with nothing to decode or normalise (printable
+/// ASCII without `%`, `#` or `\`, no empty segment, none starting with a
+/// dot) is its own clean form. False: leave it to `clean_general`, which
+/// would give the same answer for any path accepted here.
+fn clean_plain(raw: &[u8], out: &mut CleanPath) -> bool {
+    // The general decoder takes at most MAX_PATH bytes, the leading slash included.
+    if raw.first() != Some(&b'/') || raw.len() > MAX_PATH {
+        return false;
+    }
+    let mut prev = 0;
+    for &b in raw {
+        let odd = !(0x21..=0x7e).contains(&b) || matches!(b, b'%' | b'#' | b'\\');
+        if odd || (prev == b'/' && matches!(b, b'/' | b'.')) {
+            return false;
+        }
+        prev = b;
+    }
+    // Printable ASCII, so valid UTF-8; and it fits, as checked above.
+    let Ok(text) = std::str::from_utf8(raw) else {
+        return false;
+    };
+    out.shown.clear();
+    if out.shown.push_str(text).is_err() {
+        return false;
+    }
+    out.trailing_slash = raw.ends_with(b"/");
+    true
+}
+
+/// The full decoder: percent-decoding, normalising and every refusal.
+/// Public for the fuzz target, which checks it against `clean_into`.
+pub fn clean_general(raw: &[u8], out: &mut CleanPath) -> Result<(), PathError> {
     if raw.first() != Some(&b'/') {
         return Err(PathError::BadRequest);
     }
@@ -170,6 +208,54 @@ mod tests {
         assert_eq!(ok("/%252e%252e/x"), "%2e%2e/x");
         assert!(clean(b"/docs/").unwrap().trailing_slash);
         assert!(!clean(b"/docs").unwrap().trailing_slash);
+    }
+
+    #[test]
+    fn the_plain_path_agrees_with_the_general_one() {
+        let fits = format!("/{}", "a".repeat(MAX_PATH - 1));
+        let long = format!("/{}", "a".repeat(MAX_PATH));
+        let longer = format!("{long}/");
+        let cases = [
+            "/",
+            "/index.html",
+            "/a/b/",
+            "/a/b",
+            "/docs/",
+            "/a.b.c",
+            "/a/b.c/d~e!$&'()*+,;=:@",
+            "//a",
+            "/a//b",
+            "/./a",
+            "/a/.",
+            "/a/..",
+            "/.well-known/x",
+            "/.env",
+            "/a b",
+            "/a%41",
+            "/a#b",
+            "/a\\b",
+            "/é",
+            "a",
+            "",
+            "/a?b",
+            &fits,
+            &long,
+            &longer,
+        ];
+        for raw in cases {
+            let mut general = CleanPath::default();
+            let expected = clean_general(raw.as_bytes(), &mut general).map(|()| general);
+            let mut plain = CleanPath::default();
+            if clean_plain(raw.as_bytes(), &mut plain) {
+                assert_eq!(Ok(plain), expected, "{raw:?}");
+            }
+            assert_eq!(clean(raw.as_bytes()), expected, "{raw:?}");
+        }
+        let mut p = CleanPath::default();
+        assert!(
+            clean_plain(b"/index.html", &mut p),
+            "the common case takes the plain path"
+        );
     }
 
     #[test]
