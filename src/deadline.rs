@@ -105,11 +105,12 @@ impl Future for Expiry<'_> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if Instant::now() >= self.at {
-            return Poll::Ready(());
-        }
         match self.slot {
+            // The first poll only takes a slot: the clock is read when the
+            // ticker (or the raced future) wakes us, not on every wait. A
+            // deadline already past fires at the next tick.
             None => self.slot = Some(self.table.register(self.at, cx.waker())),
+            Some(_) if Instant::now() >= self.at => return Poll::Ready(()),
             Some(i) => {
                 if let Some(Some(s)) = self.table.slots.borrow_mut().get_mut(i) {
                     s.waker = Some(cx.waker().clone());
