@@ -508,7 +508,7 @@ mod tests {
     }
 
     #[test]
-    fn rule_lines_replace_remove_and_follow_the_response_own() {
+    fn rule_lines_replace_and_remove_and_come_after_the_response_lines() {
         let mut r = Rules::default();
         r.apply("header", "* -X-Frame-Options").unwrap();
         r.apply("header", "*.svg Vary: Origin").unwrap();
