@@ -545,10 +545,9 @@ mod tests {
         r.apply("header", "*.css -Cache-Control").unwrap();
         let rules: &'static Rules = Box::leak(Box::new(r));
         let cc = |path| {
-            let mut out = Vec::new();
-            rules.lines_for(path).write(&mut out, &[], true);
-            let text = String::from_utf8(out).unwrap();
-            text.matches("Cache-Control").count()
+            written(rules, path, &[], true)
+                .matches("Cache-Control")
+                .count()
         };
         assert!(written(rules, "a.js", &[], true).ends_with("\r\nCache-Control: private"));
         assert_eq!(cc("a.js"), 1);
