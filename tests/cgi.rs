@@ -69,7 +69,9 @@ fn cgi_root() -> TempDir {
     script(
         &root,
         "hang",
-        "sleep 300 & sleep 301; printf 'Content-Type: text/plain\\n\\nnever'\n",
+        // Durations no other process on the machine is likely to use: the
+        // test looks for them among all processes.
+        "sleep 30417 & sleep 30418; printf 'Content-Type: text/plain\\n\\nnever'\n",
     );
     script(
         &root,
@@ -373,9 +375,9 @@ fn a_hung_script_is_killed_with_its_children_and_gets_504() {
     let r = s.get("/cgi-bin/hang", &[]);
     assert_eq!(r.status, 504);
     assert!(
-        wait_until(Duration::from_secs(10), || processes_with("sleep 300")
+        wait_until(Duration::from_secs(10), || processes_with("sleep 30417")
             .is_empty()
-            && processes_with("sleep 301").is_empty()),
+            && processes_with("sleep 30418").is_empty()),
         "the script's children were killed"
     );
     assert!(
