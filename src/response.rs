@@ -82,6 +82,12 @@ impl RuleLine {
         HeaderLine(&self.0)
     }
 
+    /// The header's name.
+    pub fn name(&self) -> &str {
+        let line = self.0.get(2..).unwrap_or_default();
+        line.split_once(':').map_or(line, |(n, _)| n)
+    }
+
     /// The value, after `Name: `.
     pub fn value(&self) -> &str {
         self.0.split_once(": ").map_or("", |(_, v)| v)

@@ -29,6 +29,7 @@ use crate::path::{self, CleanPath, PathError};
 use crate::range::{self, Ranged};
 use crate::request::{Field, Method, Request};
 use crate::response::{self, Body, ContentRange, HeaderLine, Response, StatusHeader};
+use crate::rules::{Matched, RuleLines};
 use crate::static_files::{self, Lookup, Opened, Root};
 use crate::status::Status;
 
@@ -37,7 +38,15 @@ pub struct Site {
     pub config: &'static Config,
     pub root: Root,
     auth: RefCell<Auth>,
+    /// What the rules do to a head, made once for each set of matching
+    /// rules: an error page or a redirect takes them from here, not a new
+    /// allocation per response.
+    rule_lines: RefCell<Vec<(Matched, Rc<RuleLines>)>>,
 }
+
+/// Sets of matching rules whose lines a worker keeps. A site has a handful;
+/// past this, lines are made per response (correct, only slower).
+const KEPT_RULE_LINES: usize = 64;
 
 impl Site {
     pub fn new(config: &'static Config) -> Site {
@@ -45,7 +54,23 @@ impl Site {
             config,
             root: Root::new(&config.root, config.symlinks),
             auth: RefCell::new(Auth::new(&config.realms)),
+            rule_lines: RefCell::new(Vec::new()),
         }
+    }
+
+    /// What the config's rules do to a response for `name`.
+    fn rule_lines(&self, name: &str) -> Rc<RuleLines> {
+        let rules = &self.config.rules;
+        let m = rules.matched(name);
+        if let Some((_, lines)) = self.rule_lines.borrow().iter().find(|(k, _)| *k == m) {
+            return lines.clone();
+        }
+        let lines = Rc::new(rules.lines_for(m));
+        let mut kept = self.rule_lines.borrow_mut();
+        if kept.len() < KEPT_RULE_LINES {
+            kept.push((m, lines.clone()));
+        }
+        lines
     }
 }
 
@@ -448,16 +473,14 @@ fn push_query(location: &mut String, query: Option<&[u8]>) {
 /// Gives a response the config's Cache-Control (for files) and header
 /// rules for `name`: the served file, or the requested path, relative to the root.
 fn finish(site: &Site, mut r: Response, name: &str) -> Response {
-    r.rules = Some(Rc::new(site.config.rules.lines_for(name)));
+    r.rules = Some(site.rule_lines(name));
     r
 }
 
 /// `finish` for a cached file: what its rules do is worked out once, and
 /// so are the header lines of a plain 200 of it.
 fn finish_file(site: &Site, mut r: Response, f: &Opened) -> Response {
-    let rules = f
-        .rules
-        .get_or_init(|| Rc::new(site.config.rules.lines_for(&f.name)));
+    let rules = f.rules.get_or_init(|| site.rule_lines(&f.name));
     r.rules = Some(rules.clone());
     if is_plain(&r, f) {
         let fields = f.plain_fields.get_or_init(|| {
@@ -487,4 +510,24 @@ fn is_plain(r: &Response, f: &Opened) -> bool {
         && r.status_header.is_none()
         && r.content_type == Some(f.content_type)
         && r.accept_ranges
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_that_match_the_same_rules_share_their_lines() {
+        let config: &'static Config = Box::leak(Box::default());
+        let site = Site::new(config);
+        // Two missing pages, as a scan of a device would ask for.
+        let a = site.rule_lines("wp-login.php");
+        let b = site.rule_lines("admin/setup.cgi");
+        assert!(Rc::ptr_eq(&a, &b), "one set of lines for both");
+        // An HTML name matches another cache rule: its own lines.
+        let html = site.rule_lines("missing.html");
+        assert!(!Rc::ptr_eq(&a, &html));
+        assert!(Rc::ptr_eq(&html, &site.rule_lines("other.html")));
+        assert_eq!(site.rule_lines.borrow().len(), 2);
+    }
 }

@@ -69,11 +69,8 @@ fn is_hash(part: &str) -> bool {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum HeaderAction {
-    /// Replace any header of this name with `line`.
-    Set {
-        name: String,
-        line: RuleLine,
-    },
+    /// Replace any header of the line's name with the line.
+    Set(RuleLine),
     Remove(String),
 }
 
@@ -94,9 +91,18 @@ const DEFAULT_HEADERS: [(&str, &str); 3] = [
     ("Referrer-Policy", "same-origin"),
 ];
 
-/// Header rules a config may add: with the built-in ones, at most 64
-/// lines per response.
+/// Header rules a config may add: `Matched` keeps one bit for every rule,
+/// the built-in ones included, in a u64.
 pub const MAX_HEADER_RULES: usize = 64 - DEFAULT_HEADERS.len();
+
+/// Which rules one path matches: the first cache rule (by index) and a bit
+/// per header rule. Paths that match the same rules get the same head
+/// lines, so this is what `RuleLines` are kept by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Matched {
+    cache: Option<usize>,
+    headers: u64,
+}
 
 /// What the rules one path matches do to a response, worked out once per
 /// file: its Cache-Control line, the names whose lines the rules replace or
@@ -157,13 +163,7 @@ impl Default for Rules {
             (Pattern::Glob("*.htm".into()), line("no-cache")),
             (Pattern::Any, line("max-age=300")),
         ];
-        let set = |(n, v): (&str, &str)| {
-            let action = HeaderAction::Set {
-                name: n.into(),
-                line: RuleLine::new(n, v),
-            };
-            (Pattern::Any, action)
-        };
+        let set = |(n, v): (&str, &str)| (Pattern::Any, HeaderAction::Set(RuleLine::new(n, v)));
         Rules {
             cache,
             headers: DEFAULT_HEADERS.into_iter().map(set).collect(),
@@ -238,11 +238,7 @@ impl Rules {
             if v.is_empty() || v.bytes().any(|b| b.is_ascii_control()) {
                 return Err("a header value must be non-empty, without control characters".into());
             }
-            let name = header_name(name)?;
-            HeaderAction::Set {
-                line: RuleLine::new(&name, v),
-                name,
-            }
+            HeaderAction::Set(RuleLine::new(&header_name(name)?, v))
         };
         if self.headers.len() >= DEFAULT_HEADERS.len() + MAX_HEADER_RULES {
             return Err(format!("at most {MAX_HEADER_RULES} header rules"));
@@ -291,14 +287,29 @@ impl Rules {
         Ok(())
     }
 
-    /// What the rules do to a response for `path`, to be kept with a cached file.
-    pub fn lines_for(&'static self, path: &str) -> RuleLines {
-        let mut cache_control = self.cache_control_line(path).map(RuleLine::line);
+    /// Which rules `path` matches.
+    pub fn matched(&self, path: &str) -> Matched {
+        let mut headers = 0;
+        for (i, (pattern, _)) in self.headers.iter().enumerate() {
+            if pattern.matches(path) {
+                headers |= 1 << i;
+            }
+        }
+        Matched {
+            cache: self.cache.iter().position(|(p, _)| p.matches(path)),
+            headers,
+        }
+    }
+
+    /// What the rules a path matched do to a response for it.
+    pub fn lines_for(&'static self, m: Matched) -> RuleLines {
+        let mut cache_control = self.cache_line(m).map(RuleLine::line);
         let mut names: Vec<&'static str> = Vec::new();
         let mut lines: Vec<HeaderLine> = Vec::new();
-        for (_, action) in self.headers.iter().filter(|(p, _)| p.matches(path)) {
+        let actions = self.headers.iter().enumerate();
+        for (_, (_, action)) in actions.filter(|(i, _)| m.headers & (1 << i) != 0) {
             let (name, line) = match action {
-                HeaderAction::Set { name, line } => (name.as_str(), Some(line.line())),
+                HeaderAction::Set(line) => (line.name(), Some(line.line())),
                 HeaderAction::Remove(name) => (name.as_str(), None),
             };
             // A later rule for the same name replaces or removes an earlier one's line.
@@ -325,14 +336,13 @@ impl Rules {
     /// server uses the whole line through `lines_for`).
     #[cfg(test)]
     fn cache_control(&self, path: &str) -> Option<&str> {
-        self.cache_control_line(path).map(RuleLine::value)
+        self.cache_line(self.matched(path)).map(RuleLine::value)
     }
 
-    /// The Cache-Control line for a path, if any.
-    fn cache_control_line(&self, path: &str) -> Option<&RuleLine> {
-        self.cache
-            .iter()
-            .find(|(p, _)| p.matches(path))
+    /// The Cache-Control line of the cache rule a path matched, if it sets one.
+    fn cache_line(&self, m: Matched) -> Option<&RuleLine> {
+        m.cache
+            .and_then(|i| self.cache.get(i))
             .and_then(|(_, line)| line.as_ref())
     }
 
@@ -503,7 +513,9 @@ mod tests {
     /// The head lines `own` get for `path` under `rules`.
     fn written(rules: &'static Rules, path: &str, own: &[HeaderLine], is_file: bool) -> String {
         let mut out = Vec::new();
-        rules.lines_for(path).write(&mut out, own, is_file);
+        rules
+            .lines_for(rules.matched(path))
+            .write(&mut out, own, is_file);
         String::from_utf8(out).unwrap()
     }
 
