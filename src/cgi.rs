@@ -18,7 +18,7 @@ use crate::cgi_output::{self, ScriptHead};
 use crate::limits::HEAD_BUF;
 use crate::path::CleanPath;
 use crate::request::{Field, Request, Version};
-use crate::response::{self, HeaderLine, Response, StatusHeader};
+use crate::response::{self, Response, StatusHeader};
 use crate::sock::{End, Sock};
 use crate::spawn::{self, Spawned};
 use crate::static_files::Root;
@@ -658,7 +658,7 @@ async fn answer(
 ) -> Result<Outcome, End> {
     let mut r = Response::status(status);
     if status == Status::ServiceUnavailable {
-        r.add_header(const { HeaderLine::new("\r\nRetry-After: 5") });
+        r.add_header(response::RETRY_SOON);
     }
     let mut out = w.pool.out();
     w.write_head(&mut out, &r, Version::Http11, keep_alive, &|_| {});

@@ -15,7 +15,7 @@ use crate::clock::Clock;
 use crate::gunzip::Gunzip;
 use crate::limits::{HEAD_BUF, MAX_DISCARDED_BODY};
 use crate::request::{self, Body as RequestBody, Field, Reject, Version};
-use crate::response::{self, Body, HeaderLine, Response};
+use crate::response::{self, Body, Response};
 use crate::router::{self, Routed};
 use crate::sock::{End, Sock, within};
 use crate::status::Status;
@@ -258,7 +258,7 @@ impl Conn {
             }
             _ if !self.w.cgi_slot() => {
                 let mut r = Response::fatal(Status::ServiceUnavailable);
-                r.add_header(const { HeaderLine::new("\r\nRetry-After: 5") });
+                r.add_header(response::RETRY_SOON);
                 Some(r)
             }
             _ => None,

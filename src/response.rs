@@ -98,6 +98,8 @@ pub const NO_CACHE: HeaderLine = HeaderLine::new("\r\nCache-Control: no-cache");
 pub const VARY_ENCODING: HeaderLine = HeaderLine::new("\r\nVary: Accept-Encoding");
 pub const GZIP: HeaderLine = HeaderLine::new("\r\nContent-Encoding: gzip");
 pub const BROTLI: HeaderLine = HeaderLine::new("\r\nContent-Encoding: br");
+/// A 503 for want of a CGI slot: they free up within seconds.
+pub const RETRY_SOON: HeaderLine = HeaderLine::new("\r\nRetry-After: 5");
 
 /// An answer as the router decides it. Header values are trusted text
 /// (never raw request bytes).
@@ -173,9 +175,9 @@ impl Response {
     pub fn add_header(&mut self, line: HeaderLine) {
         if self.extra.push(line).is_err() {
             log::warn!(
-                "more than {} extra headers on one response; dropped{}",
+                "more than {} extra headers on one response; dropped {}",
                 self.extra.capacity(),
-                line.as_str().trim_end()
+                line.as_str().trim_start()
             );
         }
     }
