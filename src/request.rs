@@ -278,8 +278,6 @@ impl Framing {
         let bad = Reject(Status::BadRequest);
         let mut content_length: Option<u64> = None;
         let mut chunked = false;
-        let mut transfer_encoding_seen = false;
-        let mut hosts = 0;
         let (mut close, mut keep_alive) = (false, false);
         let mut fields = Fields([None; FIELDS]);
         for (i, h) in headers.iter().enumerate() {
@@ -287,36 +285,32 @@ impl Framing {
                 continue;
             };
             let slot = &mut fields.0[field as usize];
-            if slot.is_none() {
-                // At most MAX_HEADERS, which fits (checked above).
-                *slot = Some(i as u8);
-            }
+            let repeated = slot.is_some();
+            // At most MAX_HEADERS, which fits (checked above).
+            slot.get_or_insert(i as u8);
             let value = trim(h.value);
-            if field == Field::ContentLength {
+            match field {
                 // Duplicates, lists and signs are where smuggling starts: refuse them all.
-                if content_length.is_some() {
+                Field::ContentLength | Field::TransferEncoding | Field::Host if repeated => {
                     return Err(bad);
                 }
-                content_length = Some(parse_length(value).ok_or(bad)?);
-            } else if field == Field::TransferEncoding {
-                if transfer_encoding_seen {
-                    return Err(bad);
+                Field::ContentLength => content_length = Some(parse_length(value).ok_or(bad)?),
+                Field::TransferEncoding => chunked = transfer_coding(value)?,
+                Field::Connection => {
+                    for token in value.split(|&b| b == b',').map(trim) {
+                        close |= token.eq_ignore_ascii_case(b"close");
+                        keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+                    }
                 }
-                transfer_encoding_seen = true;
-                chunked = transfer_coding(value)?;
-            } else if field == Field::Host {
-                hosts += 1;
-            } else if field == Field::Connection {
-                for token in value.split(|&b| b == b',').map(trim) {
-                    close |= token.eq_ignore_ascii_case(b"close");
-                    keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-                }
+                _ => {}
             }
         }
-        if hosts > 1 || (hosts == 0 && version == Version::Http11) {
+        let has = |f: Field| fields.0[f as usize].is_some();
+        if !has(Field::Host) && version == Version::Http11 {
             return Err(bad);
         }
-        if transfer_encoding_seen && (content_length.is_some() || version == Version::Http10) {
+        if has(Field::TransferEncoding) && (content_length.is_some() || version == Version::Http10)
+        {
             return Err(bad);
         }
         let body = match (chunked, content_length) {
