@@ -530,8 +530,8 @@ def test_siege(srv, tmp):
         m = re.search(r"^\{.*?^\}", out, re.M | re.S)
         if m:
             break
-        note(f"siege against {srv.server.name} gave no result (attempt {attempt}; hung or failed): "
-             + out.strip()[-200:].replace("\n", " "))
+        said = out.strip()[-200:].replace("\n", " ") or "no output before its timeout"
+        note(f"siege against {srv.server.name} gave no result (attempt {attempt}; hung or failed): {said}")
     else:
         return {"error": "siege gave no result twice"}
     s = json.loads(m.group(0))
