@@ -34,18 +34,44 @@ impl Clock {
     }
 
     /// The head start for now (see `start`), remade when the second changes.
+    /// While an earlier start is still borrowed it is handed out again (a
+    /// second late at worst) rather than remade under the borrow.
     pub fn head_start(&self) -> Ref<'_, [u8]> {
         let now = Self::now_secs();
-        if self.secs.replace(now) != now {
-            let mut start = self.start.borrow_mut();
-            start.clear();
-            start.extend_from_slice(Status::Ok.line().as_bytes());
-            start.extend_from_slice(b"\r\nDate: ");
-            start.extend_from_slice(&httpdate::format(now));
-            if let Some(s) = &self.server_line {
-                start.extend_from_slice(s.as_bytes());
+        if self.secs.get() != now {
+            if let Ok(mut start) = self.start.try_borrow_mut() {
+                start.clear();
+                start.extend_from_slice(Status::Ok.line().as_bytes());
+                start.extend_from_slice(b"\r\nDate: ");
+                start.extend_from_slice(&httpdate::format(now));
+                if let Some(s) = &self.server_line {
+                    start.extend_from_slice(s.as_bytes());
+                }
+                self.secs.set(now);
             }
         }
         Ref::map(self.start.borrow(), Vec::as_slice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_still_borrowed_is_handed_out_again_not_remade() {
+        let clock = Clock::new(Some("m"));
+        let first = clock.head_start();
+        assert!(first.starts_with(b"HTTP/1.1 200 OK\r\nDate: "));
+        assert!(first.ends_with(b" GMT\r\nServer: m"));
+        // As if the second changed while `first` is still held.
+        clock.secs.set(0);
+        let again = clock.head_start();
+        assert_eq!(*again, *first);
+        drop((first, again));
+        assert_eq!(clock.secs.get(), 0, "not remade under the borrow");
+        let fresh = clock.head_start();
+        assert_ne!(clock.secs.get(), 0, "remade once free");
+        assert!(fresh.ends_with(b" GMT\r\nServer: m"));
     }
 }
