@@ -701,9 +701,8 @@ def binary_sizes():
     triples = ["x86_64-unknown-linux-musl", "aarch64-unknown-linux-musl",
                "armv7-unknown-linux-musleabihf", "armv7-unknown-linux-gnueabihf"]
     newest = newest_source()
-    for triple in triples + ["host (release/marmoset)"]:
-        path = (os.path.join(TARGET_DIR, triple, "release", "marmoset") if "host" not in triple
-                else os.path.join(TARGET_DIR, "release", "marmoset"))
+    for triple in triples:
+        path = os.path.join(TARGET_DIR, triple, "release", "marmoset")
         if not os.path.exists(path):
             lines.append(f"| {triple} | not built | |")
             continue
@@ -865,7 +864,8 @@ def report(results, names, env, servers):
     L.append("")
     L.append("## Binary size (marmoset, release, stripped)")
     L.append("")
-    L.append(f"Looked up under `{os.path.relpath(TARGET_DIR, REPO) if TARGET_DIR.startswith(REPO) else TARGET_DIR}"
+    L.append("The firmware build of each target (`board/release.sh`, run by `bench/run.sh` before the tests), "
+             f"looked up under `{os.path.relpath(TARGET_DIR, REPO) if TARGET_DIR.startswith(REPO) else TARGET_DIR}"
              "/<triple>/release/marmoset`.")
     L.append("")
     L.append(binary_sizes())

@@ -6,8 +6,9 @@
 #   BENCH_SMOKE=1 bench/run.sh    2-second tests, writes bench/out/results-smoke.md
 #
 # Environment: ROUNDS, BENCH_SMOKE, BENCH_AGG=median|best, BENCH_SERVERS,
-# CARGO_TARGET_DIR (default target/), MARMOSET_BIN (skip the build and use
-# this binary), MARMOSET_ARGS (extra marmoset flags), BENCH_NO_INSTALL=1.
+# CARGO_TARGET_DIR (default target/), MARMOSET_BIN (skip the builds, the
+# firmware ones for the size table included, and use this binary),
+# MARMOSET_ARGS (extra marmoset flags), BENCH_NO_INSTALL=1.
 # Details of the tests: bench/bench.py.
 set -euo pipefail
 
@@ -69,6 +70,21 @@ if [ -z "${MARMOSET_BIN:-}" ]; then
         say "no cargo: benchmarking the peers only"
         export BENCH_MARMOSET_UNAVAILABLE="no cargo to build it"
     fi
+fi
+
+# ---- firmware sizes ------------------------------------------------------------
+# The report's size table is the firmware build of each target
+# (board/release.sh, which installs its own cross tools), made here so a fresh
+# clone gets every size from this one command. The smoke run (CI) reports what
+# the earlier stages built instead.
+if [ -z "${MARMOSET_BIN:-}" ] && [ "${BENCH_SMOKE:-}" != 1 ] && command -v cargo >/dev/null; then
+    for target in aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf armv7-unknown-linux-musleabihf; do
+        say "firmware build: board/release.sh $target"
+        if ! (cd "$repo" && board/release.sh "$target" >&2); then
+            # A failed build leaves no fresh binary: the table says "not built" or STALE.
+            say "firmware build for $target FAILED"
+        fi
+    done
 fi
 
 # ---- limits and run ------------------------------------------------------------
