@@ -1,43 +1,31 @@
 //! Marmoset: a small HTTP/1.1 server for the web UI of embedded Linux devices.
 //!
-//! Start-up is in `start`. The request path: `worker` (accept) → `conn`
-//! (one connection) → `request` (parse, framing) → `router` (the pipeline)
-//! → `static_files`, `cgi`. The configuration: `config`, `cli`, `rules`.
-//! The modules are public so the fuzz targets can reach the parsers.
+//! The folders are layers; each uses only those listed before it:
+//!
+//! - `limits`, `values`, `sys`: bounds, setting parsers, Unix calls;
+//! - `http`: the protocol without I/O (requests, paths, conditions, heads);
+//! - `policy`: address rules, Basic auth, per-path header rules;
+//! - `files`: the document root, the file cache, listings;
+//! - `logs`: the process log (stderr or syslog) and the access log;
+//! - `net`: nonblocking socket I/O with deadlines, buffers, slots;
+//! - `cgi`: CGI/1.1 scripts, from finding one to its answer;
+//! - `config`: the configuration, from its file and the command line;
+//! - `server`: a worker, its connections and the request pipeline;
+//! - `process`: start-up and the supervisor of the workers.
+//!
+//! Modules are private except the parsers the fuzz targets reach.
 
-pub mod access;
-pub mod access_log;
-pub mod auth;
-pub mod buffers;
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod cgi;
-pub mod cgi_output;
-pub mod chunked;
-pub mod cli;
-pub mod clock;
-pub mod conditional;
 pub mod config;
-pub mod conn;
-pub mod deadline;
-pub mod file_cache;
-pub mod gunzip;
-pub mod httpdate;
-pub mod limits;
-pub mod listing;
-pub mod logging;
-pub mod mime;
-pub mod negotiate;
-pub mod notify;
-pub mod path;
-pub mod range;
-pub mod request;
-pub mod response;
-pub mod router;
-pub mod rules;
-pub mod sock;
-pub mod spawn;
-pub mod start;
-pub mod static_files;
-pub mod status;
-pub mod supervisor;
-pub mod sys;
-pub mod worker;
+mod files;
+pub mod http;
+mod limits;
+mod logs;
+mod net;
+mod policy;
+pub mod process;
+mod server;
+mod sys;
+mod values;

@@ -1,5 +1,5 @@
 //! The `marmoset` binary: everything is in the library (see `lib.rs`).
 
 fn main() -> std::process::ExitCode {
-    marmoset::start::main()
+    marmoset::process::start::main()
 }

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use marmoset::negotiate;
+use marmoset::http::negotiate;
 
 fn contains_ignore_case(haystack: &[u8], needle: &[u8]) -> bool {
     haystack

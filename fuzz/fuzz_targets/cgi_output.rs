@@ -1,9 +1,9 @@
-//! `cgi_output::head_end` and `cgi_output::parse` on any script output:
+//! `output::head_end` and `output::parse` on any script output:
 //! nothing a script prints can split or forge a response header.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use marmoset::cgi_output::{self, ScriptHead};
+use marmoset::cgi::output::{self, ScriptHead};
 
 fn clean(field: &str, s: &str) {
     assert!(
@@ -27,18 +27,18 @@ fn check(h: &ScriptHead) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    if let Some((head, body)) = cgi_output::head_end(data) {
+    if let Some((head, body)) = output::head_end(data) {
         assert!(head < body && body <= data.len());
         assert!(
             matches!(&data[head..body], b"\n" | b"\r\n"),
             "{:?}",
             &data[head..body]
         );
-        if let Ok(h) = cgi_output::parse(&data[..head]) {
+        if let Ok(h) = output::parse(&data[..head]) {
             check(&h);
         }
     }
-    if let Ok(h) = cgi_output::parse(data) {
+    if let Ok(h) = output::parse(data) {
         check(&h);
     }
 });

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use marmoset::chunked::Decoder;
+use marmoset::http::chunked::Decoder;
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {

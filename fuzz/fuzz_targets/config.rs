@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use marmoset::cli::{self, Action};
+use marmoset::config::cli::{self, Action};
 use marmoset::config::{self, Config};
 
 fn check(c: &Config) {

@@ -5,7 +5,7 @@
 use std::path::{Component, Path};
 
 use libfuzzer_sys::fuzz_target;
-use marmoset::path;
+use marmoset::http::path;
 
 fuzz_target!(|data: &[u8]| {
     let (raw, query) = path::split_query(data);

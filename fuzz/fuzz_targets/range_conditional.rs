@@ -7,9 +7,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use marmoset::conditional::{self, Conditions, Outcome, Validators};
-use marmoset::httpdate;
-use marmoset::range::{self, Ranged};
+use marmoset::http::conditional::{self, Conditions, Outcome, Validators};
+use marmoset::http::httpdate;
+use marmoset::http::range::{self, Ranged};
 
 /// The first second of year 10000: `httpdate::format` writes four-digit years.
 const YEAR_10000: u64 = 253_402_300_800;

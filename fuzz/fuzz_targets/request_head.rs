@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use marmoset::chunked::Decoder;
-use marmoset::request::{self, Body};
+use marmoset::http::chunked::Decoder;
+use marmoset::http::request::{self, Body};
 
 fuzz_target!(|data: &[u8]| {
     let mut headers = request::empty_headers();

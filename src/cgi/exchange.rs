@@ -14,16 +14,16 @@ use futures_lite::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, future, io::Buf
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use crate::cgi_output::{self, ScriptHead};
+use crate::cgi::output::{self, ScriptHead};
+use crate::cgi::spawn::{self, Spawned};
+use crate::files::root::Root;
+use crate::http::path::CleanPath;
+use crate::http::request::{Field, Request, Version};
+use crate::http::response::{self, Response, StatusHeader};
+use crate::http::status::Status;
 use crate::limits::HEAD_BUF;
-use crate::path::CleanPath;
-use crate::request::{Field, Request, Version};
-use crate::response::{self, Response, StatusHeader};
-use crate::sock::{End, Sock};
-use crate::spawn::{self, Spawned};
-use crate::static_files::Root;
-use crate::status::Status;
-use crate::worker::Worker;
+use crate::net::sock::{End, Sock};
+use crate::server::worker::Worker;
 
 /// The PATH scripts get: fixed, so the client cannot choose what runs.
 const SCRIPT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -64,7 +64,7 @@ impl Settings {
                     self.prefixes_set = true;
                 }
                 if value != "off" {
-                    if !value.starts_with('/') || crate::path::has_dot_dot(value) {
+                    if !value.starts_with('/') || crate::http::path::has_dot_dot(value) {
                         return Err(format!(
                             "`{value}` must be a path prefix like /cgi-bin/, or `off`"
                         ));
@@ -132,7 +132,7 @@ pub fn find(
     settings
         .prefixes
         .iter()
-        .find(|p| crate::access::under(shown, p))?;
+        .find(|p| crate::policy::access::under(shown, p))?;
     let trailing_slash = path.trailing_slash;
     let segments: Vec<&str> = path.as_str().split('/').collect();
     for n in 1..=segments.len() {
@@ -187,10 +187,10 @@ impl Job {
     /// Builds the meta-variables (RFC 3875 section 4.1).
     pub fn new(root: &Path, script: Script, req: &Request<'_>, caller: &Caller<'_>) -> Job {
         let content_length = match req.body {
-            crate::request::Body::Length(n) => Some(n),
+            crate::http::request::Body::Length(n) => Some(n),
             _ => None,
         };
-        let (_, query) = crate::path::split_query(req.target);
+        let (_, query) = crate::http::path::split_query(req.target);
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         let host = req.get(Field::Host).map(text).unwrap_or_default();
         let server_name = host
@@ -278,7 +278,7 @@ impl Job {
             env,
             program,
             dir,
-            head_only: req.method == crate::request::Method::Head,
+            head_only: req.method == crate::http::request::Method::Head,
             script,
         }
     }
@@ -481,7 +481,7 @@ async fn respond(
         let mut got = 0;
         out.resize(HEAD_BUF, 0);
         let (head_len, body_start) = loop {
-            if let Some(end) = cgi_output::head_end(&out[..got]) {
+            if let Some(end) = output::head_end(&out[..got]) {
                 break end;
             }
             if got == HEAD_BUF {
@@ -503,9 +503,9 @@ async fn respond(
                 Ok(n) => got += n,
             }
         };
-        let head = match cgi_output::parse(&out[..head_len]) {
+        let head = match output::parse(&out[..head_len]) {
             Ok(h) => h,
-            Err(cgi_output::Invalid(why)) => {
+            Err(output::Invalid(why)) => {
                 log::warn!("cgi {name}: invalid headers: {why}");
                 return answer(w, sock, Status::BadGateway, keep_alive).await;
             }

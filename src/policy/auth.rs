@@ -16,8 +16,8 @@ use std::time::{Duration, Instant, SystemTime};
 use async_io::Async;
 use futures_lite::AsyncReadExt;
 
-use crate::access::under;
-use crate::request::{Field, Request};
+use crate::http::request::{Field, Request};
+use crate::policy::access::under;
 
 /// How long a successful check is remembered.
 const CACHE_TTL: Duration = Duration::from_secs(60);
@@ -298,7 +298,7 @@ fn basic_credentials(header: &[u8]) -> Option<(String, String)> {
     if !scheme.eq_ignore_ascii_case(b"basic") {
         return None;
     }
-    let decoded = base64(crate::request::trim(rest))?;
+    let decoded = base64(crate::http::request::trim(rest))?;
     let text = String::from_utf8(decoded).ok()?;
     let (user, password) = text.split_once(':')?;
     if user.is_empty() || user.chars().any(char::is_control) {

@@ -2,8 +2,8 @@
 //! syntax, then the rules that decide how long the message is and whether
 //! the connection can carry another one. Pure: no I/O.
 
+use crate::http::status::Status;
 use crate::limits::{HEAD_BUF, MAX_HEADERS, MAX_REQUEST_LINE};
-use crate::status::Status;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Method {

@@ -11,11 +11,11 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
-use crate::cli;
 use crate::config::Config;
+use crate::config::cli;
 use crate::limits::RESPAWN_DELAY;
+use crate::server::worker;
 use crate::sys;
-use crate::worker;
 
 pub struct Supervisor {
     config: Config,

@@ -6,9 +6,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::cgi::exchange as cgi;
 use crate::limits;
-use crate::rules::Rules;
-use crate::{access, auth, cgi};
+use crate::policy::rules::Rules;
+use crate::policy::{access, auth};
+
+pub mod cli;
 
 pub const DEFAULT_CONFIG: &str = "/etc/marmoset/marmoset.conf";
 

@@ -9,18 +9,20 @@ use std::time::{Duration, Instant};
 
 use futures_lite::future;
 
-use crate::access_log;
-use crate::buffers::OUT_BUF;
-use crate::clock::Clock;
-use crate::gunzip::Gunzip;
+use crate::cgi::exchange as cgi;
+use crate::http::chunked;
+use crate::http::clock::Clock;
+use crate::http::gunzip::Gunzip;
+use crate::http::request::{self, Body as RequestBody, Field, Reject, Version};
+use crate::http::response::{self, Body, Response};
+use crate::http::status::Status;
 use crate::limits::{HEAD_BUF, MAX_DISCARDED_BODY};
-use crate::request::{self, Body as RequestBody, Field, Reject, Version};
-use crate::response::{self, Body, Response};
-use crate::router::{self, Routed};
-use crate::sock::{End, Sock, within};
-use crate::status::Status;
-use crate::worker::{Stream, Worker};
-use crate::{auth, cgi, chunked};
+use crate::logs::access_log;
+use crate::net::buffers::OUT_BUF;
+use crate::net::sock::{End, Sock, within};
+use crate::policy::auth;
+use crate::server::router::{self, Routed};
+use crate::server::worker::{Stream, Worker};
 
 pub async fn serve(w: &'static Worker, stream: Stream, peer: SocketAddr) {
     let local = stream.get_ref().local_addr().unwrap_or(peer);

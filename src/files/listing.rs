@@ -5,8 +5,8 @@ use std::fmt::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use crate::httpdate;
-use crate::path;
+use crate::http::httpdate;
+use crate::http::path;
 
 struct Entry {
     name: String,

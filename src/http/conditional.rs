@@ -3,8 +3,8 @@
 use std::fmt::Write;
 use std::rc::Rc;
 
-use crate::httpdate;
-use crate::request::trim;
+use crate::http::httpdate;
+use crate::http::request::trim;
 
 /// What identifies one version of a file: a strong ETag from inode, size and
 /// modification time, and the modification time in whole seconds.

@@ -2,8 +2,8 @@
 //! pattern, redirects, error pages, the SPA fallback and directory listing.
 //! Built-in defaults suit a device UI; the config adds to or overrides them.
 
-use crate::response::{HeaderLine, RuleLine};
-use crate::status::Status;
+use crate::http::response::{HeaderLine, RuleLine};
+use crate::http::status::Status;
 
 /// Which paths a rule applies to.
 #[derive(Debug, Clone, PartialEq)]
@@ -390,7 +390,7 @@ fn header_name(name: &str) -> Result<String, String> {
 
 fn site_path(p: &str) -> Result<String, String> {
     if !p.starts_with('/')
-        || crate::path::has_dot_dot(p)
+        || crate::http::path::has_dot_dot(p)
         || p.bytes().any(|b| b.is_ascii_control() || b == b' ')
     {
         return Err(format!(

@@ -15,17 +15,17 @@ use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
-use crate::access_log::AccessLog;
-use crate::buffers::Pool;
-use crate::clock::Clock;
 use crate::config::Config;
-use crate::conn;
-use crate::deadline::Deadlines;
+use crate::http::clock::Clock;
+use crate::http::request::Version;
+use crate::http::response::{self, HeadContext, Response};
 use crate::limits::ACCEPT_BACKOFF;
-use crate::notify::Notify;
-use crate::request::Version;
-use crate::response::{self, HeadContext, Response};
-use crate::router::Site;
+use crate::logs::access_log::AccessLog;
+use crate::net::buffers::Pool;
+use crate::net::deadline::Deadlines;
+use crate::net::notify::Notify;
+use crate::server::conn;
+use crate::server::router::Site;
 use crate::sys;
 
 /// Everything a worker's connections share. Lives for the whole process.

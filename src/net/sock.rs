@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use futures_lite::future;
 
-use crate::deadline::Deadlines;
+use crate::net::deadline::Deadlines;
+use crate::server::worker::Stream;
 use crate::sys;
-use crate::worker::Stream;
 
 /// Why a connection ended early; all of them simply close it.
 #[derive(Debug)]

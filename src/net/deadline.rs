@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use async_io::Timer;
 
-use crate::notify::Notify;
+use crate::net::notify::Notify;
 
 /// How late a deadline may fire.
 pub const TICK: Duration = Duration::from_millis(250);

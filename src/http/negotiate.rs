@@ -1,7 +1,7 @@
 //! Content negotiation: which codings a client takes (Accept-Encoding) and
 //! whether it wants HTML (Accept), with q-values (RFC 9110 section 12).
 
-use crate::request::trim;
+use crate::http::request::trim;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Encodings {

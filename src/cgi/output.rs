@@ -2,8 +2,8 @@
 //! 6): parsed and checked so nothing a script prints can split or forge a
 //! response header. Pure: bytes in, a decision out.
 
+use crate::http::status::Status;
 use crate::limits::HEAD_BUF;
-use crate::status::Status;
 
 /// Where the header block ends in a script's output, and the body starts.
 pub fn head_end(out: &[u8]) -> Option<(usize, usize)> {

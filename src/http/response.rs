@@ -3,11 +3,11 @@
 use std::fs::File;
 use std::rc::Rc;
 
-use crate::conditional::Validators;
-use crate::gunzip::Gunzip;
-use crate::request::Version;
-use crate::rules::RuleLines;
-use crate::status::Status;
+use crate::http::conditional::Validators;
+use crate::http::gunzip::Gunzip;
+use crate::http::request::Version;
+use crate::http::status::Status;
+use crate::policy::rules::RuleLines;
 
 /// What follows the head.
 pub enum Body {

@@ -16,22 +16,22 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
-use crate::access::{self, Verdict};
-use crate::auth::{self, Auth, Decision};
-use crate::cgi;
-use crate::conditional::{self, Conditions, Validators};
+use crate::cgi::exchange as cgi;
 use crate::config::Config;
-use crate::gunzip::Gunzip;
-use crate::listing;
-use crate::mime;
-use crate::negotiate::{self, Encodings};
-use crate::path::{self, CleanPath, PathError};
-use crate::range::{self, Ranged};
-use crate::request::{Field, Method, Request};
-use crate::response::{self, Body, ContentRange, HeaderLine, Response, StatusHeader};
-use crate::rules::{Matched, RuleLines};
-use crate::static_files::{self, Lookup, Opened, Root};
-use crate::status::Status;
+use crate::files::listing;
+use crate::files::root::{self as static_files, Lookup, Opened, Root};
+use crate::http::conditional::{self, Conditions, Validators};
+use crate::http::gunzip::Gunzip;
+use crate::http::mime;
+use crate::http::negotiate::{self, Encodings};
+use crate::http::path::{self, CleanPath, PathError};
+use crate::http::range::{self, Ranged};
+use crate::http::request::{Field, Method, Request};
+use crate::http::response::{self, Body, ContentRange, HeaderLine, Response, StatusHeader};
+use crate::http::status::Status;
+use crate::policy::access::{self, Verdict};
+use crate::policy::auth::{self, Auth, Decision};
+use crate::policy::rules::{Matched, RuleLines};
 
 /// What a worker serves: the configuration, the open root, auth state.
 pub struct Site {

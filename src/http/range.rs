@@ -2,9 +2,9 @@
 //! for several is answered with the whole file (200), which the RFC allows
 //! and which keeps multipart bodies out of a small server.
 
-use crate::conditional::{Validators, tag_matches};
-use crate::httpdate;
-use crate::request::trim;
+use crate::http::conditional::{Validators, tag_matches};
+use crate::http::httpdate;
+use crate::http::request::trim;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Ranged {

@@ -4,8 +4,8 @@
 use std::cell::{Cell, Ref, RefCell};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::httpdate;
-use crate::status::Status;
+use crate::http::httpdate;
+use crate::http::status::Status;
 
 pub struct Clock {
     /// `\r\nServer: NAME`, unless the config turned it off.

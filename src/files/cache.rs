@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use nix::fcntl::AtFlags;
 use nix::sys::stat::{FileStat, fstatat};
 
-use crate::conditional::Validators;
-use crate::rules::RuleLines;
+use crate::http::conditional::Validators;
+use crate::policy::rules::RuleLines;
 
 /// Entries kept per worker.
 const ENTRIES: usize = 64;
@@ -184,7 +184,7 @@ impl FileCache {
             meta,
             body,
             name: rel.into(),
-            content_type: crate::mime::for_name(rel),
+            content_type: crate::http::mime::for_name(rel),
             validators,
             rules: OnceCell::new(),
             plain_fields: OnceCell::new(),

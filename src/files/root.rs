@@ -15,10 +15,10 @@ use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat, openat2};
 use nix::sys::stat::Mode;
 
 use crate::config::Symlinks;
-use crate::file_cache::{CachedFile, FileCache, Hit};
+use crate::files::cache::{CachedFile, FileCache, Hit};
+use crate::http::path::CleanPath;
+use crate::http::status::Status;
 use crate::limits::MAX_PATH;
-use crate::path::CleanPath;
-use crate::status::Status;
 
 /// An open regular file and what we know of it, shared with the file cache.
 pub type Opened = Rc<CachedFile>;

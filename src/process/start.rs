@@ -4,9 +4,12 @@
 use std::os::fd::OwnedFd;
 use std::process::ExitCode;
 
-use crate::cli::Action;
 use crate::config::Config;
-use crate::{cli, logging, supervisor, sys};
+use crate::config::cli;
+use crate::config::cli::Action;
+use crate::logs::logger as logging;
+use crate::process::supervisor;
+use crate::sys;
 
 /// Exit status for a configuration error, before anything is bound.
 const EXIT_CONFIG: u8 = 2;

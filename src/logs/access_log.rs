@@ -5,7 +5,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 
 use crate::config;
-use crate::httpdate;
+use crate::http::httpdate;
 
 pub enum AccessLog {
     Off,

@@ -1,0 +1,7 @@
+//! Nonblocking I/O pieces a connection is built from: the socket with its
+//! deadlines, the deadline table, wake-ups, the buffer pool.
+
+pub(crate) mod buffers;
+pub(crate) mod deadline;
+pub(crate) mod notify;
+pub(crate) mod sock;

@@ -1,0 +1,5 @@
+//! One worker process: the accept loop, its connections, the request pipeline.
+
+pub(crate) mod conn;
+pub(crate) mod router;
+pub(crate) mod worker;

@@ -1,0 +1,1 @@
+//! Value parsers shared by every setting.
