@@ -1,4 +1,4 @@
-//! Robustness against hostile and unlucky clients (issue 8): request
+//! Robustness against hostile and unlucky clients: request
 //! smuggling, header injection, files changing under a transfer, floods of
 //! connections, and stopping or reloading under load.
 
