@@ -30,3 +30,27 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
 /// A crashing worker is restarted, but not faster than this.
 pub const RESPAWN_DELAY: Duration = Duration::from_millis(500);
+
+/// Accept errors (EMFILE) are logged at most this often.
+pub const ACCEPT_WARNING_EVERY: Duration = Duration::from_secs(10);
+
+/// A connection that closes reads what the client still sends for this
+/// long, or this many bytes, so unread bytes do not turn the close into a
+/// reset that destroys the response in flight.
+pub const LINGER_TIME: Duration = Duration::from_secs(2);
+pub const LINGER_BYTES: usize = 64 * 1024;
+
+/// One read from or write to a CGI script's pipes: a pipe holds 64 KiB,
+/// and 16 KiB fills an output buffer (`OUT_BUF`).
+pub const PIPE_CHUNK: usize = 16 * 1024;
+
+/// Longest line of a script's stderr logged as one line.
+pub const STDERR_LINE: u64 = 1024;
+
+/// A script's exit is noticed through SIGCHLD; this is the backstop if
+/// that wake-up is lost.
+pub const REAP_BACKSTOP: Duration = Duration::from_millis(200);
+
+/// Workers still alive after SIGKILL at stop (stuck in the kernel) are
+/// sent it again this often.
+pub const KILL_AGAIN: Duration = Duration::from_secs(1);

@@ -147,7 +147,7 @@ fn split_flags(
 
 fn is_bool_word(arg: Option<&OsString>) -> bool {
     arg.and_then(|a| a.to_str())
-        .is_some_and(|a| config::parse_bool(a).is_ok())
+        .is_some_and(|a| crate::values::parse_bool(a).is_ok())
 }
 
 #[cfg(test)]

@@ -6,30 +6,17 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cgi::exchange as cgi;
+use crate::cgi::settings as cgi;
+use crate::files::root::Symlinks;
 use crate::limits;
+use crate::logs::access_log::Destination;
 use crate::policy::rules::Rules;
 use crate::policy::{access, auth};
+use crate::values::{parse_bool, parse_path, parse_range, parse_secs};
 
 pub mod cli;
 
 pub const DEFAULT_CONFIG: &str = "/etc/marmoset/marmoset.conf";
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum AccessLog {
-    Off,
-    Syslog,
-    File(PathBuf),
-}
-
-/// Where symlinks may lead.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Symlinks {
-    /// Followed only while they stay inside the root.
-    Inside,
-    /// Followed anywhere (trusted images that link /www/data to /tmp, say).
-    Anywhere,
-}
 
 #[derive(Debug)]
 pub struct Config {
@@ -43,7 +30,7 @@ pub struct Config {
     pub pidfile: Option<PathBuf>,
     pub syslog: bool,
     pub log_level: log::LevelFilter,
-    pub access_log: AccessLog,
+    pub access_log: Destination,
     /// `None` hides the Server header.
     pub server_name: Option<String>,
     pub max_connections: usize,
@@ -77,7 +64,7 @@ impl Default for Config {
             pidfile: None,
             syslog: false,
             log_level: log::LevelFilter::Info,
-            access_log: AccessLog::Off,
+            access_log: Destination::Off,
             server_name: Some("marmoset".into()),
             max_connections: limits::DEFAULT_MAX_CONNECTIONS,
             header_timeout: Duration::from_secs(10),
@@ -176,9 +163,9 @@ impl<'a> Applier<'a> {
             "log-level" => c.log_level = parse_level(value).map_err(err)?,
             "access-log" => {
                 c.access_log = match value {
-                    "off" => AccessLog::Off,
-                    "syslog" => AccessLog::Syslog,
-                    _ => AccessLog::File(parse_path(value).map_err(err)?),
+                    "off" => Destination::Off,
+                    "syslog" => Destination::Syslog,
+                    _ => Destination::File(parse_path(value).map_err(err)?),
                 }
             }
             "server-name" => {
@@ -191,13 +178,11 @@ impl<'a> Applier<'a> {
                 }
             }
             "max-connections" => c.max_connections = parse_range(value, 1, 1 << 20).map_err(err)?,
-            "header-timeout" => c.header_timeout = parse_secs(value).map_err(err)?,
-            "keepalive-timeout" => c.keepalive_timeout = parse_secs(value).map_err(err)?,
-            "send-timeout" => c.send_timeout = parse_secs(value).map_err(err)?,
-            "max-requests" => {
-                c.max_requests = parse_range(value, 1, u32::MAX as usize).map_err(err)? as u32
-            }
-            "grace" => c.grace = parse_secs(value).map_err(err)?,
+            "header-timeout" => c.header_timeout = parse_secs(value, 1).map_err(err)?,
+            "keepalive-timeout" => c.keepalive_timeout = parse_secs(value, 1).map_err(err)?,
+            "send-timeout" => c.send_timeout = parse_secs(value, 1).map_err(err)?,
+            "max-requests" => c.max_requests = parse_range(value, 1, u32::MAX).map_err(err)?,
+            "grace" => c.grace = parse_secs(value, 1).map_err(err)?,
             "index" => {
                 let names: Vec<String> = value.split_whitespace().map(str::to_string).collect();
                 if names.is_empty() || names.iter().any(|n| n.contains('/') || n.starts_with('.')) {
@@ -266,13 +251,6 @@ fn parse_addr(v: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("`{v}` is not ADDR:PORT (e.g. 0.0.0.0:80 or [::]:80)"))
 }
 
-fn parse_path(v: &str) -> Result<PathBuf, String> {
-    if v.is_empty() || v.contains('\0') {
-        return Err("expected a path".into());
-    }
-    Ok(PathBuf::from(v))
-}
-
 fn parse_name(v: &str) -> Result<Option<String>, String> {
     if v.is_empty()
         || !v
@@ -284,14 +262,6 @@ fn parse_name(v: &str) -> Result<Option<String>, String> {
     Ok(Some(v.to_string()))
 }
 
-pub fn parse_bool(v: &str) -> Result<bool, String> {
-    match v {
-        "on" | "yes" | "true" | "1" => Ok(true),
-        "off" | "no" | "false" | "0" => Ok(false),
-        _ => Err(format!("expected on or off, got `{v}`")),
-    }
-}
-
 fn parse_level(v: &str) -> Result<log::LevelFilter, String> {
     match v {
         "error" => Ok(log::LevelFilter::Error),
@@ -300,17 +270,6 @@ fn parse_level(v: &str) -> Result<log::LevelFilter, String> {
         "debug" => Ok(log::LevelFilter::Debug),
         _ => Err(format!("expected error, warn, info or debug, got `{v}`")),
     }
-}
-
-fn parse_range(v: &str, min: usize, max: usize) -> Result<usize, String> {
-    match v.parse::<usize>() {
-        Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(format!("expected a number from {min} to {max}, got `{v}`")),
-    }
-}
-
-fn parse_secs(v: &str) -> Result<Duration, String> {
-    parse_range(v, 1, 86_400).map(|s| Duration::from_secs(s as u64))
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use nix::fcntl::AtFlags;
 use nix::sys::stat::{FileStat, fstatat};
 
 use crate::http::conditional::Validators;
-use crate::policy::rules::RuleLines;
+use crate::http::header::RuleLines;
 
 /// Entries kept per worker.
 const ENTRIES: usize = 64;

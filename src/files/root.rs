@@ -14,11 +14,19 @@ use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat, openat2};
 use nix::sys::stat::Mode;
 
-use crate::config::Symlinks;
 use crate::files::cache::{CachedFile, FileCache, Hit};
 use crate::http::path::CleanPath;
 use crate::http::status::Status;
 use crate::limits::MAX_PATH;
+
+/// Where symlinks may lead (the `symlinks` setting).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Symlinks {
+    /// Followed only while they stay inside the root.
+    Inside,
+    /// Followed anywhere (trusted images that link /www/data to /tmp, say).
+    Anywhere,
+}
 
 /// An open regular file and what we know of it, shared with the file cache.
 pub type Opened = Rc<CachedFile>;

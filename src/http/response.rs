@@ -3,11 +3,12 @@
 use std::fs::File;
 use std::rc::Rc;
 
+use crate::http::clock::Clock;
 use crate::http::conditional::Validators;
 use crate::http::gunzip::Gunzip;
+use crate::http::header::{HeaderLine, RuleLines, push_num};
 use crate::http::request::Version;
 use crate::http::status::Status;
-use crate::policy::rules::RuleLines;
 
 /// What follows the head.
 pub enum Body {
@@ -37,69 +38,6 @@ impl Body {
         matches!(self, Body::File { .. } | Body::Gunzip { .. })
     }
 }
-
-/// A header line as a head carries it, `\r\nName: value`, copied in one
-/// piece. The server's own lines are consts (`HeaderLine::new` checks them
-/// when compiling); a config rule's line is a `RuleLine`, made from a name
-/// and a value, so no line can lack its CRLF.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HeaderLine(&'static str);
-
-impl HeaderLine {
-    pub const fn new(line: &'static str) -> HeaderLine {
-        let b = line.as_bytes();
-        assert!(b.len() > 2 && b[0] == b'\r' && b[1] == b'\n');
-        HeaderLine(line)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        self.0
-    }
-
-    /// Whether this is a `name` header (ASCII case ignored).
-    pub fn is_named(self, name: &str) -> bool {
-        self.0
-            .as_bytes()
-            .get(2..)
-            .and_then(|l| l.get(..=name.len()))
-            .is_some_and(|l| {
-                l[name.len()] == b':' && l[..name.len()].eq_ignore_ascii_case(name.as_bytes())
-            })
-    }
-}
-
-/// A config rule's header line, owned by the config.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RuleLine(String);
-
-impl RuleLine {
-    pub fn new(name: &str, value: &str) -> RuleLine {
-        RuleLine(format!("\r\n{name}: {value}"))
-    }
-
-    /// The line to put in a response (the config lives as long as the worker).
-    pub fn line(&'static self) -> HeaderLine {
-        HeaderLine(&self.0)
-    }
-
-    /// The header's name.
-    pub fn name(&self) -> &str {
-        let line = self.0.get(2..).unwrap_or_default();
-        line.split_once(':').map_or(line, |(n, _)| n)
-    }
-
-    /// The value, after `Name: `.
-    pub fn value(&self) -> &str {
-        self.0.split_once(": ").map_or("", |(_, v)| v)
-    }
-}
-
-pub const NO_CACHE: HeaderLine = HeaderLine::new("\r\nCache-Control: no-cache");
-pub const VARY_ENCODING: HeaderLine = HeaderLine::new("\r\nVary: Accept-Encoding");
-pub const GZIP: HeaderLine = HeaderLine::new("\r\nContent-Encoding: gzip");
-pub const BROTLI: HeaderLine = HeaderLine::new("\r\nContent-Encoding: br");
-/// A 503 for want of a CGI slot: they free up within seconds.
-pub const RETRY_SOON: HeaderLine = HeaderLine::new("\r\nRetry-After: 5");
 
 /// An answer as the router decides it. Header values are trusted text
 /// (never raw request bytes).
@@ -199,27 +137,40 @@ impl Response {
 }
 
 /// What the connection knows that the router does not.
-pub struct HeadContext<'a> {
+#[derive(Clone, Copy)]
+pub struct HeadContext {
     pub version: Version,
     pub keep_alive: bool,
-    /// `HTTP/1.1 200 OK\r\nDate: ...\r\nServer: ...` (see `Clock::head_start`).
-    pub ok_start: &'a [u8],
 }
 
-/// Writes the status line and headers, ending with the empty line; `more`
-/// adds headers the response does not carry itself (a CGI script's). A
-/// `Body::Script` response gets no Content-Length here.
-pub fn write_head_with(
+/// Writes the status line and headers, with the clock's Date and Server
+/// lines, ending with the empty line; `more` adds headers the response does
+/// not carry itself (a CGI script's). A `Body::Script` response gets no
+/// Content-Length here.
+pub fn write_head(
     out: &mut Vec<u8>,
     r: &Response,
-    cx: &HeadContext<'_>,
+    clock: &Clock,
+    cx: HeadContext,
+    more: &dyn Fn(&mut Vec<u8>),
+) {
+    write_head_after(out, r, &clock.head_start(), cx, more);
+}
+
+/// `write_head` with the head start given: `HTTP/1.1 200 OK\r\nDate:
+/// ...\r\nServer: ...` (see `Clock::head_start`).
+fn write_head_after(
+    out: &mut Vec<u8>,
+    r: &Response,
+    ok_start: &[u8],
+    cx: HeadContext,
     more: &dyn Fn(&mut Vec<u8>),
 ) {
     if r.status == Status::Ok {
-        out.extend_from_slice(cx.ok_start);
+        out.extend_from_slice(ok_start);
     } else {
         out.extend_from_slice(r.status.line().as_bytes());
-        let date_and_server = cx.ok_start.get(Status::Ok.line().len()..);
+        let date_and_server = ok_start.get(Status::Ok.line().len()..);
         out.extend_from_slice(date_and_server.unwrap_or_default());
     }
     match &r.fields {
@@ -290,28 +241,6 @@ fn field(out: &mut Vec<u8>, prefix: &[u8], value: &[u8]) {
     out.extend_from_slice(value);
 }
 
-pub fn header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-}
-
-/// Decimal digits without going through `fmt`.
-pub fn push_num(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
-}
-
 const PAGE_START: &str = "<!DOCTYPE html>\n<title>";
 const PAGE_MIDDLE: &str = "</title>\n<h1>";
 const PAGE_END: &str = "</h1>\n";
@@ -338,6 +267,7 @@ pub fn write_status_page(out: &mut Vec<u8>, s: Status) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::header::NO_CACHE;
 
     #[test]
     fn status_page_length_matches_its_text() {
@@ -362,9 +292,9 @@ mod tests {
         let cx = HeadContext {
             version: Version::Http10,
             keep_alive: true,
-            ok_start: b"HTTP/1.1 200 OK\r\nDate: D\r\nServer: m",
         };
-        write_head_with(&mut out, &r, &cx, &|_| {});
+        let ok_start = b"HTTP/1.1 200 OK\r\nDate: D\r\nServer: m";
+        write_head_after(&mut out, &r, ok_start, cx, &|_| {});
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,

@@ -3,10 +3,19 @@
 use std::fs::File;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
-use crate::config;
 use crate::http::httpdate;
 
+/// Where the access log goes (the `access-log` setting).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Destination {
+    Off,
+    Syslog,
+    File(PathBuf),
+}
+
+/// The open access log.
 pub enum AccessLog {
     Off,
     Syslog,
@@ -14,11 +23,11 @@ pub enum AccessLog {
 }
 
 impl AccessLog {
-    pub fn open(setting: &config::AccessLog) -> AccessLog {
+    pub fn open(setting: &Destination) -> AccessLog {
         match setting {
-            config::AccessLog::Off => AccessLog::Off,
-            config::AccessLog::Syslog => AccessLog::Syslog,
-            config::AccessLog::File(path) => match std::fs::OpenOptions::new()
+            Destination::Off => AccessLog::Off,
+            Destination::Syslog => AccessLog::Syslog,
+            Destination::File(path) => match std::fs::OpenOptions::new()
                 .append(true)
                 .create(true)
                 .open(path)
@@ -33,7 +42,7 @@ impl AccessLog {
     }
 
     /// After logrotate moved the file away (SIGHUP).
-    pub fn reopen(&mut self, setting: &config::AccessLog) {
+    pub fn reopen(&mut self, setting: &Destination) {
         *self = AccessLog::open(setting);
     }
 

@@ -3,5 +3,7 @@
 
 pub(crate) mod buffers;
 pub(crate) mod deadline;
+pub(crate) mod input;
 pub(crate) mod notify;
+pub(crate) mod slots;
 pub(crate) mod sock;

@@ -4,14 +4,17 @@
 
 use std::future::Future;
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use async_io::Async;
 use futures_lite::future;
 
 use crate::net::deadline::Deadlines;
-use crate::server::worker::Stream;
 use crate::sys;
+
+/// A client socket registered with the reactor.
+pub type Stream = Async<TcpStream>;
 
 /// Why a connection ended early; all of them simply close it.
 #[derive(Debug)]
@@ -27,16 +30,16 @@ impl From<io::Error> for End {
     }
 }
 
-/// A connection's socket with its send timeout.
-#[derive(Clone, Copy)]
-pub struct Sock<'a> {
-    pub stream: &'a Stream,
+/// A connection's socket with its send timeout. Every byte a connection
+/// sends or receives goes through here.
+pub struct Sock {
+    pub stream: Stream,
     pub send_timeout: Duration,
     pub peer: SocketAddr,
-    pub deadlines: &'a Deadlines,
+    pub deadlines: &'static Deadlines,
 }
 
-impl Sock<'_> {
+impl Sock {
     pub async fn send_all(&self, mut bytes: &[u8]) -> Result<(), End> {
         while !bytes.is_empty() {
             match self.retry(|| self.stream.get_ref().write(bytes)).await? {

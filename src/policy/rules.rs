@@ -2,7 +2,7 @@
 //! pattern, redirects, error pages, the SPA fallback and directory listing.
 //! Built-in defaults suit a device UI; the config adds to or overrides them.
 
-use crate::http::response::{HeaderLine, RuleLine};
+use crate::http::header::{HeaderLine, RuleLine, RuleLines};
 use crate::http::status::Status;
 
 /// Which paths a rule applies to.
@@ -104,41 +104,6 @@ pub struct Matched {
     headers: u64,
 }
 
-/// What the rules one path matches do to a response, worked out once per
-/// file: its Cache-Control line, the names whose lines the rules replace or
-/// remove, and the lines they add, in order.
-#[derive(Debug, Default)]
-pub struct RuleLines {
-    names: Vec<&'static str>,
-    /// The Cache-Control line, then the rules' lines, joined: one copy into
-    /// the head (each copy is a libc memcpy call).
-    text: String,
-    /// Length of the Cache-Control line at the start of `text` (0: none,
-    /// or a header rule names Cache-Control itself).
-    cache_control_len: usize,
-}
-
-impl RuleLines {
-    /// Writes a response's own header lines with the rules applied: its
-    /// lines the rules name go, the Cache-Control line comes next (for a file,
-    /// unless the response set one), then the rules' lines.
-    pub fn write(&self, out: &mut Vec<u8>, own: &[HeaderLine], is_file: bool) {
-        let mut own_cache_control = false;
-        for line in own {
-            if !self.names.iter().any(|n| line.is_named(n)) {
-                own_cache_control |= line.is_named("Cache-Control");
-                out.extend_from_slice(line.as_str().as_bytes());
-            }
-        }
-        let from = if is_file && !own_cache_control {
-            0
-        } else {
-            self.cache_control_len
-        };
-        out.extend_from_slice(self.text.as_bytes().get(from..).unwrap_or_default());
-    }
-}
-
 #[derive(Debug)]
 pub struct Rules {
     /// First match wins: the config's rules, then the defaults. Each value
@@ -202,7 +167,7 @@ impl Rules {
                     Some(site_path(value)?)
                 };
             }
-            "listing" => self.listing = crate::config::parse_bool(value)?,
+            "listing" => self.listing = crate::values::parse_bool(value)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -322,14 +287,7 @@ impl Rules {
             }
             lines.extend(line);
         }
-        let cc = cache_control.map_or("", HeaderLine::as_str);
-        let mut text = String::from(cc);
-        lines.iter().for_each(|l| text.push_str(l.as_str()));
-        RuleLines {
-            names,
-            text,
-            cache_control_len: cc.len(),
-        }
+        RuleLines::new(names, cache_control, &lines)
     }
 
     /// The Cache-Control value for a path, if any (what the tests read; the

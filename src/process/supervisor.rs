@@ -13,7 +13,7 @@ use nix::unistd::{ForkResult, Pid, fork};
 
 use crate::config::Config;
 use crate::config::cli;
-use crate::limits::RESPAWN_DELAY;
+use crate::limits::{KILL_AGAIN, RESPAWN_DELAY};
 use crate::server::worker;
 use crate::sys;
 
@@ -101,7 +101,7 @@ impl Supervisor {
                 if Instant::now() >= deadline {
                     log::warn!("workers still running after the grace period; killing them");
                     self.signal_all(Signal::SIGKILL);
-                    stop_deadline = Some(Instant::now() + Duration::from_secs(3600));
+                    stop_deadline = Some(Instant::now() + KILL_AGAIN);
                 }
             }
             self.respawn_due();

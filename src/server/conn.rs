@@ -1,7 +1,9 @@
 //! One client connection: read a head (keeping pipelined bytes), let the
 //! router answer, write the answer, and decide whether to go on. Every wait
 //! has a deadline: the head timeout for a request being received, the
-//! keep-alive timeout between requests, the send timeout for a stalled client.
+//! keep-alive timeout between requests, the send timeout for a stalled
+//! client. Bytes come in through `Input` and go out through `Sock`; each
+//! answered request ends in one `Sent` record, logged in one place.
 
 use std::net::{Shutdown, SocketAddr};
 use std::os::unix::fs::FileExt;
@@ -9,77 +11,93 @@ use std::time::{Duration, Instant};
 
 use futures_lite::future;
 
-use crate::cgi::exchange as cgi;
+use crate::cgi::exchange::{self, Answer, Exchange};
+use crate::cgi::script::Job;
 use crate::http::chunked;
 use crate::http::clock::Clock;
 use crate::http::gunzip::Gunzip;
+use crate::http::header;
 use crate::http::request::{self, Body as RequestBody, Field, Reject, Version};
-use crate::http::response::{self, Body, Response};
+use crate::http::response::{self, Body, HeadContext, Response};
 use crate::http::status::Status;
-use crate::limits::{HEAD_BUF, MAX_DISCARDED_BODY};
+use crate::limits::{LINGER_BYTES, LINGER_TIME, MAX_DISCARDED_BODY};
 use crate::logs::access_log;
 use crate::net::buffers::OUT_BUF;
-use crate::net::sock::{End, Sock, within};
+use crate::net::input::Input;
+use crate::net::slots::Slot;
+use crate::net::sock::{End, Sock, Stream, within};
 use crate::policy::auth;
 use crate::server::router::{self, Routed};
-use crate::server::worker::{Stream, Worker};
+use crate::server::state::Worker;
 
-pub async fn serve(w: &'static Worker, stream: Stream, peer: SocketAddr) {
+/// Serves one connection until it closes; `_slot` is its place in the
+/// worker's connection limit, given back when this returns.
+pub async fn serve(w: &'static Worker, stream: Stream, peer: SocketAddr, _slot: Slot<'static>) {
     let local = stream.get_ref().local_addr().unwrap_or(peer);
     let mut conn = Conn {
         w,
-        stream,
-        peer,
+        sock: Sock {
+            stream,
+            send_timeout: w.config.send_timeout,
+            peer,
+            deadlines: &w.deadlines,
+        },
         local,
-        buf: None,
-        len: 0,
+        input: Input::new(&w.pool),
         served: 0,
+        request_line: None,
     };
-    let _ = conn.run().await;
-    if let Some(b) = conn.buf.take() {
-        w.pool.give_head(b);
-    }
-    w.release_slot();
+    conn.run().await;
 }
 
 struct Conn {
     w: &'static Worker,
-    stream: Stream,
-    peer: SocketAddr,
+    sock: Sock,
     local: SocketAddr,
-    /// Head buffer, held only while bytes are pending; `len` bytes are valid.
-    buf: Option<Box<[u8; HEAD_BUF]>>,
-    len: usize,
+    input: Input,
     served: u32,
+    /// The current request's first line, kept when there is an access log.
+    request_line: Option<Vec<u8>>,
 }
 
-/// What every kind of answer needs to know about its request.
-struct Meta {
+/// What went out for one request: the record the access log gets.
+struct Sent {
+    status: u16,
+    bytes: u64,
+    /// The connection goes on to the next request.
+    keep_alive: bool,
+}
+
+/// How an answer to this request is framed.
+#[derive(Clone, Copy)]
+struct Reply {
     version: Version,
     keep_alive: bool,
     head_only: bool,
+}
+
+/// What a script's run needs to know about its request.
+struct Meta {
+    reply: Reply,
     head_len: usize,
     body: RequestBody,
     /// The request has `Expect: 100-continue`.
     expects_continue: bool,
-    request_line: Option<Vec<u8>>,
 }
 
-/// An answer ready to send: what `send_exchange` needs, and nothing more.
+/// An answer in bytes, ready to send once the request body is read past.
 struct Prepared {
     out: Vec<u8>,
     body: Body,
     /// Request body bytes to read past first.
     discard: u64,
-    meta: Meta,
-    status: u16,
-    bytes: u64,
+    sent: Sent,
 }
 
 /// The part of a plan that has to wait for the socket.
 enum Step {
     Send(Prepared),
-    Script(Box<cgi::Job>, Meta),
+    Script(Box<Job>, Meta),
 }
 
 enum Next {
@@ -89,52 +107,66 @@ enum Next {
 }
 
 impl Conn {
-    async fn run(&mut self) -> Result<(), End> {
+    async fn run(&mut self) {
         loop {
-            if self.len == 0 {
-                self.return_buffer();
+            if self.input.is_empty() {
+                self.input.release();
                 let limit = if self.served == 0 {
                     self.w.config.header_timeout
                 } else {
                     self.w.config.keepalive_timeout
                 };
                 if !self.wait_for_request(limit).await {
-                    return Ok(());
+                    return;
                 }
             }
             // One request's work is boxed: an idle connection's task then holds
-            // only the small wait above (784 bytes, against 2,952 unboxed),
-            // for one allocation per request.
-            if !Box::pin(self.serve_one()).await? {
-                self.linger().await;
-                return Ok(());
+            // only the small wait above, for one allocation per request.
+            match Box::pin(self.serve_one()).await {
+                Ok(Some(sent)) => {
+                    self.log(&sent);
+                    if !sent.keep_alive {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => return,
             }
+        }
+        self.linger().await;
+    }
+
+    fn log(&mut self, sent: &Sent) {
+        if let Some(line) = self.request_line.take() {
+            let peer = self.sock.peer;
+            let entry = access_log::line(peer, &line, sent.status, sent.bytes, Clock::now_secs());
+            self.w.access_log.borrow_mut().write(&entry);
         }
     }
 
-    /// Reads one request head and answers it; whether the connection goes on.
-    async fn serve_one(&mut self) -> Result<bool, End> {
+    /// Reads one request head and answers it; `None` if the client closed first.
+    async fn serve_one(&mut self) -> Result<Option<Sent>, End> {
         let deadline = Instant::now() + self.w.config.header_timeout;
         let mut verdict = None;
         let step = loop {
             match self.decide(verdict.take()) {
                 Ok(Some(Next::Verify(pending))) => verdict = Some(pending.run().await),
                 Ok(Some(Next::Step(step))) => break step,
-                Ok(None) => match self.read_more(deadline).await {
-                    Ok(0) => return Ok(false),
+                Ok(None) => match self.input.read_more(&self.sock, deadline).await {
+                    Ok(0) => return Ok(None),
                     Ok(_) => {}
-                    Err(End::Timeout) if self.len > 0 => {
-                        return self.refuse(Status::RequestTimeout).await.map(|()| false);
+                    Err(End::Timeout) if !self.input.is_empty() => {
+                        return self.refuse(Status::RequestTimeout).await.map(Some);
                     }
                     Err(e) => return Err(e),
                 },
-                Err(Reject(status)) => return self.refuse(status).await.map(|()| false),
+                Err(Reject(status)) => return self.refuse(status).await.map(Some),
             }
         };
         self.served += 1;
         match step {
-            Step::Send(prepared) => self.send_exchange(prepared).await,
-            Step::Script(job, meta) => self.run_script(*job, meta).await,
+            Step::Send(prepared) => self.send_prepared(prepared).await.map(Some),
+            Step::Script(job, meta) => self.run_script(*job, meta).await.map(Some),
         }
     }
 
@@ -143,15 +175,12 @@ impl Conn {
     /// is written into bytes here, and never lives in a future or moves
     /// through wrappers.
     fn decide(&mut self, verdict: Option<auth::Verdict>) -> Result<Option<Next>, Reject> {
-        let Some(buf) = self.buf.as_deref() else {
-            return Ok(None);
-        };
         let mut headers = request::empty_headers();
-        let Some(req) = request::parse(&buf[..self.len], &mut headers)? else {
+        let Some(req) = request::parse(self.input.bytes(), &mut headers)? else {
             return Ok(None);
         };
         let client = router::Client {
-            peer: self.peer,
+            peer: self.sock.peer,
             local: self.local,
         };
         let routed = match req.body {
@@ -162,34 +191,45 @@ impl Conn {
         };
         let last = self.served + 1 >= self.w.config.max_requests;
         let meta = Meta {
-            keep_alive: req.keep_alive && !last && !self.w.is_winding_down(),
-            version: req.version,
-            head_only: req.method == request::Method::Head,
+            reply: Reply {
+                keep_alive: req.keep_alive && !last && !self.w.is_winding_down(),
+                version: req.version,
+                head_only: req.method == request::Method::Head,
+            },
             head_len: req.head_len,
             body: req.body,
             expects_continue: req
                 .get(Field::Expect)
                 .is_some_and(|e| e.eq_ignore_ascii_case(b"100-continue")),
-            request_line: self.w.access_log.borrow().enabled().then(|| {
-                let end = buf
-                    .iter()
-                    .position(|&b| b == b'\r' || b == b'\n')
-                    .unwrap_or(0);
-                buf[..end].to_vec()
-            }),
         };
-        Ok(Some(match routed {
+        let step = match routed {
+            Routed::Verify(pending) => return Ok(Some(Next::Verify(pending))),
             Routed::Respond(response) => {
-                Next::Step(Step::Send(self.prepare_exchange(response, meta)))
+                self.keep_request_line();
+                Step::Send(self.prepare_answer(response, meta))
             }
-            Routed::Cgi(job) => Next::Step(Step::Script(job, meta)),
-            Routed::Verify(pending) => Next::Verify(pending),
-        }))
+            Routed::Cgi(job) => {
+                self.keep_request_line();
+                Step::Script(job, meta)
+            }
+        };
+        Ok(Some(Next::Step(step)))
     }
 
-    /// Turns a routed answer into bytes to send (the head, and the body when
-    /// the server made it or keeps it in memory).
-    fn prepare_exchange(&mut self, mut response: Response, mut meta: Meta) -> Prepared {
+    /// Keeps the first line of the buffered request for the access log.
+    fn keep_request_line(&mut self) {
+        self.request_line = self.w.access_log.borrow().enabled().then(|| {
+            let bytes = self.input.bytes();
+            let end = bytes
+                .iter()
+                .position(|&b| b == b'\r' || b == b'\n')
+                .unwrap_or(bytes.len());
+            bytes[..end].to_vec()
+        });
+    }
+
+    /// A routed answer on a static path, in bytes.
+    fn prepare_answer(&mut self, mut response: Response, meta: Meta) -> Prepared {
         // A chunked body, or one the client holds back for 100-continue,
         // is not worth reading on a static path: answer, then close.
         if meta.body == RequestBody::Chunked
@@ -197,142 +237,109 @@ impl Conn {
         {
             response.close = true;
         }
-        self.consume(meta.head_len);
+        self.input.consume(meta.head_len);
         let discard = match meta.body {
             RequestBody::Length(n) if !response.close => n,
             _ => 0,
         };
-        meta.keep_alive &= !response.close;
-        let status = response.status.code();
-        let bytes = if meta.head_only {
-            0
-        } else {
-            response.body_len()
-        };
-        let (out, body) = self.prepare(response, meta.version, meta.keep_alive, meta.head_only);
-        Prepared {
-            out,
-            body,
-            discard,
-            meta,
-            status,
-            bytes,
-        }
-    }
-
-    /// Reads past the request body, sends the answer; whether the connection goes on.
-    async fn send_exchange(&mut self, p: Prepared) -> Result<bool, End> {
-        let Prepared {
-            mut out,
-            body,
-            discard,
-            meta,
-            status,
-            bytes,
-        } = p;
-        let sent = async {
-            self.discard_body(discard).await?;
-            self.send_body(&mut out, body).await
-        }
-        .await;
-        self.w.pool.give_out(out);
-        sent?;
-        self.log_access(&meta, status, bytes);
-        Ok(meta.keep_alive)
-    }
-
-    fn log_access(&self, meta: &Meta, status: u16, bytes: u64) {
-        if let Some(line) = &meta.request_line {
-            let entry = access_log::line(self.peer, line, status, bytes, Clock::now_secs());
-            self.w.access_log.borrow_mut().write(&entry);
-        }
+        self.prepare(response, meta.reply, discard)
     }
 
     /// Runs a CGI script: its body (streamed, or decoded first when chunked),
-    /// its answer, its end. Returns whether the connection can go on.
-    async fn run_script(&mut self, job: cgi::Job, mut meta: Meta) -> Result<bool, End> {
-        self.consume(meta.head_len);
-        let limits = &self.w.config.cgi;
-        let has_body = meta.body != RequestBody::None;
-        let early = match meta.body {
-            RequestBody::Length(n) if n > limits.max_body => {
-                Some(Response::fatal(Status::ContentTooLarge))
-            }
-            _ if !self.w.cgi_slot() => {
-                let mut r = Response::fatal(Status::ServiceUnavailable);
-                r.add_header(response::RETRY_SOON);
-                Some(r)
-            }
-            _ => None,
+    /// its answer, its end.
+    async fn run_script(&mut self, mut job: Job, meta: Meta) -> Result<Sent, End> {
+        self.input.consume(meta.head_len);
+        let reply = meta.reply;
+        // Answered before the body is read: only a request without one goes on.
+        let unread = Reply {
+            keep_alive: reply.keep_alive && meta.body == RequestBody::None,
+            ..reply
         };
-        if let Some(r) = early {
-            let status = r.status.code();
-            self.respond(r, meta.version, false, meta.head_only).await?;
-            self.log_access(&meta, status, 0);
-            return Ok(false);
+        let settings = &self.w.config.cgi;
+        if matches!(meta.body, RequestBody::Length(n) if n > settings.max_body) {
+            return self.fail(Status::ContentTooLarge, &job, unread).await;
         }
-        let result = self.run_script_in_slot(job, &mut meta, has_body).await;
-        self.w.release_cgi_slot();
-        result
-    }
-
-    async fn run_script_in_slot(
-        &mut self,
-        mut job: cgi::Job,
-        meta: &mut Meta,
-        has_body: bool,
-    ) -> Result<bool, End> {
-        if has_body && meta.expects_continue && meta.version == Version::Http11 {
-            self.sock()
-                .send_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                .await?;
+        let Some(_running) = self.w.scripts.take() else {
+            return self.fail(Status::ServiceUnavailable, &job, unread).await;
+        };
+        let has_body = meta.body != RequestBody::None;
+        if has_body && meta.expects_continue && reply.version == Version::Http11 {
+            self.sock.send_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
         }
         let body = match meta.body {
-            RequestBody::None => cgi::Body {
+            RequestBody::None => exchange::Body {
                 buffered: Vec::new(),
                 on_socket: 0,
             },
             RequestBody::Length(n) => {
-                let take = (self.len as u64).min(n) as usize;
-                let buffered = self
-                    .buf
-                    .as_deref()
-                    .map_or_else(Vec::new, |b| b[..take].to_vec());
-                self.consume(take);
-                cgi::Body {
+                let buffered = self.input.take(n);
+                exchange::Body {
+                    on_socket: n - buffered.len() as u64,
                     buffered,
-                    on_socket: n - take as u64,
                 }
             }
             RequestBody::Chunked => match self.read_chunked().await {
                 Ok(decoded) => {
                     job.set_content_length(decoded.len() as u64);
-                    cgi::Body {
+                    exchange::Body {
                         buffered: decoded,
                         on_socket: 0,
                     }
                 }
-                Err(status) => {
-                    self.respond(Response::fatal(status), meta.version, false, false)
-                        .await?;
-                    self.log_access(meta, status.code(), 0);
-                    return Ok(false);
-                }
+                Err(status) => return self.fail(status, &job, unread).await,
             },
         };
-        let head_only = meta.head_only;
-        let sock = self.sock();
-        let outcome = cgi::run(self.w, sock, job, body, meta.version, meta.keep_alive).await?;
-        if let Some(path) = outcome.local_redirect {
-            let r = router::local(&self.w.site, &path, head_only);
-            let (status, bytes) = (r.status.code(), if head_only { 0 } else { r.body_len() });
-            self.respond(r, meta.version, meta.keep_alive, head_only)
-                .await?;
-            self.log_access(meta, status, bytes);
-            return Ok(meta.keep_alive);
+        let exchange = Exchange {
+            sock: &self.sock,
+            pool: &self.w.pool,
+            clock: &self.w.clock,
+            child_exited: &self.w.child_exited,
+            timeout: settings.timeout,
+            version: reply.version,
+            keep_alive: reply.keep_alive,
+            head_only: reply.head_only,
+        };
+        let outcome = exchange.run(&job, body).await?;
+        // Bytes of an unread body would be taken for the next request.
+        let reply = Reply {
+            keep_alive: reply.keep_alive && outcome.body_read,
+            ..reply
+        };
+        match outcome.answer {
+            Answer::Sent {
+                status,
+                bytes,
+                reusable,
+            } => Ok(Sent {
+                status,
+                bytes,
+                keep_alive: reply.keep_alive && reusable,
+            }),
+            Answer::Failed(status) => self.fail(status, &job, reply).await,
+            Answer::LocalRedirect(path) => {
+                let r = router::local(&self.w.site, &path, reply.head_only);
+                self.send(r, reply).await
+            }
         }
-        self.log_access(meta, outcome.status, outcome.bytes);
-        Ok(meta.keep_alive && outcome.reusable)
+    }
+
+    /// Answers a script request that did not get the script's answer.
+    fn fail(
+        &mut self,
+        status: Status,
+        job: &Job,
+        reply: Reply,
+    ) -> impl Future<Output = Result<Sent, End>> + '_ {
+        let mut r = router::failure(&self.w.site, status, &job.script.rel);
+        match status {
+            // Script slots free up within seconds.
+            Status::ServiceUnavailable => r.add_header(header::RETRY_SOON),
+            // The script was killed mid-exchange: what the client sent
+            // after the head may not have been read.
+            Status::GatewayTimeout => r.close = true,
+            _ => {}
+        }
+        self.send(r, reply)
     }
 
     /// Reads and decodes a chunked request body, up to the CGI body limit.
@@ -342,73 +349,70 @@ impl Conn {
         let mut decoder = chunked::Decoder::default();
         let mut body = Vec::new();
         loop {
-            if let Some(buf) = self.buf.as_deref() {
-                let used = decoder
-                    .feed(&buf[..self.len], &mut body)
-                    .map_err(|_| Status::BadRequest)?;
-                self.consume(used);
-            }
+            let used = decoder
+                .feed(self.input.bytes(), &mut body)
+                .map_err(|_| Status::BadRequest)?;
+            self.input.consume(used);
             if body.len() as u64 > max {
                 return Err(Status::ContentTooLarge);
             }
             if decoder.is_done() {
                 return Ok(body);
             }
-            match self.read_more(deadline).await {
+            match self.input.read_more(&self.sock, deadline).await {
                 Ok(0) | Err(_) => return Err(Status::BadRequest),
                 Ok(_) => {}
             }
         }
     }
 
-    /// Answers a head that cannot be served. The caller then closes the connection (with `linger`).
-    async fn refuse(&mut self, status: Status) -> Result<(), End> {
-        self.len = 0;
-        self.respond(Response::fatal(status), Version::Http11, false, false)
-            .await
+    /// Answers a head that cannot be served, then closes.
+    async fn refuse(&mut self, status: Status) -> Result<Sent, End> {
+        self.keep_request_line();
+        let reply = Reply {
+            version: Version::Http11,
+            keep_alive: false,
+            // The method is known even when the rest of the head is not.
+            head_only: self.input.bytes().starts_with(b"HEAD "),
+        };
+        self.input.clear();
+        self.send(Response::fatal(status), reply).await
     }
 
     /// Sends a response. Not an `async fn`: the response is turned into bytes
     /// before the future exists, so the future does not carry it.
-    fn respond(
-        &mut self,
-        r: Response,
-        version: Version,
-        keep_alive: bool,
-        head_only: bool,
-    ) -> impl std::future::Future<Output = Result<(), End>> + '_ {
-        let (mut out, body) = self.prepare(r, version, keep_alive, head_only);
-        async move {
-            let result = self.send_body(&mut out, body).await;
-            self.w.pool.give_out(out);
-            result
-        }
+    fn send(&mut self, r: Response, reply: Reply) -> impl Future<Output = Result<Sent, End>> + '_ {
+        let prepared = self.prepare(r, reply, 0);
+        self.send_prepared(prepared)
     }
 
     /// Writes the head (and a body the server made) into an output buffer,
     /// so that only the body to stream is kept across awaits: a connection's
-    /// state stays small (it is what 1000 idle clients cost).
-    fn prepare(
-        &self,
-        r: Response,
-        version: Version,
-        keep_alive: bool,
-        head_only: bool,
-    ) -> (Vec<u8>, Body) {
+    /// state stays small (it is what 1000 idle clients cost). Every answer
+    /// goes through here, so a HEAD answer never has a body.
+    fn prepare(&self, r: Response, reply: Reply, discard: u64) -> Prepared {
+        let keep_alive = reply.keep_alive && !r.close;
+        let head_only = reply.head_only || !r.status.has_body();
+        let sent = Sent {
+            status: r.status.code(),
+            bytes: if head_only { 0 } else { r.body_len() },
+            keep_alive,
+        };
         let mut out = self.w.pool.out();
-        self.w
-            .write_head(&mut out, &r, version, keep_alive, &|_| {});
-        if head_only || !r.status.has_body() {
-            return (out, Body::Empty);
-        }
-        match r.body {
+        let cx = HeadContext {
+            version: reply.version,
+            keep_alive,
+        };
+        response::write_head(&mut out, &r, &self.w.clock, cx, &|_| {});
+        let body = match r.body {
+            _ if head_only => Body::Empty,
             Body::StatusPage => {
                 response::write_status_page(&mut out, r.status);
-                (out, Body::Empty)
+                Body::Empty
             }
             Body::Owned(bytes) => {
                 out.extend_from_slice(&bytes);
-                (out, Body::Empty)
+                Body::Empty
             }
             Body::File {
                 bytes: Some(bytes),
@@ -417,14 +421,38 @@ impl Conn {
                 ..
             } if out.len() as u64 + len <= OUT_BUF as u64 => {
                 out.extend_from_slice(&bytes[offset as usize..(offset + len) as usize]);
-                (out, Body::Empty)
+                Body::Empty
             }
-            body => (out, body),
+            body => body,
+        };
+        Prepared {
+            out,
+            body,
+            discard,
+            sent,
         }
     }
 
+    /// Reads past the request body, then sends the answer.
+    async fn send_prepared(&mut self, p: Prepared) -> Result<Sent, End> {
+        let Prepared {
+            mut out,
+            body,
+            discard,
+            sent,
+        } = p;
+        let deadline = Instant::now() + self.w.config.header_timeout;
+        let result = async {
+            self.input.discard(&self.sock, discard, deadline).await?;
+            self.send_body(&mut out, body).await
+        }
+        .await;
+        self.w.pool.give_out(out);
+        result.map(|()| sent)
+    }
+
     /// Sends the prepared head and then the body.
-    async fn send_body(&mut self, out: &mut Vec<u8>, body: Body) -> Result<(), End> {
+    async fn send_body(&self, out: &mut Vec<u8>, body: Body) -> Result<(), End> {
         match body {
             Body::File {
                 file, offset, len, ..
@@ -433,17 +461,17 @@ impl Conn {
                 out.resize(head + len as usize, 0);
                 // A file cut short since it was opened: close rather than send a wrong length.
                 file.read_exact_at(&mut out[head..], offset)?;
-                self.sock().send_all(out).await
+                self.sock.send_all(out).await
             }
             Body::File {
                 file, offset, len, ..
             } => {
-                self.sock().send_head_more(out).await?;
-                self.sock().send_file(&file, offset, len).await
+                self.sock.send_head_more(out).await?;
+                self.sock.send_file(&file, offset, len).await
             }
             Body::Gunzip { mut stream, len } => self.send_gunzipped(out, &mut stream, len).await,
             Body::Empty | Body::Script | Body::StatusPage | Body::Owned(_) => {
-                self.sock().send_all(out).await
+                self.sock.send_all(out).await
             }
         }
     }
@@ -466,7 +494,7 @@ impl Conn {
             if sent > len {
                 return Err(End::Io);
             }
-            self.sock().send_all(out).await?;
+            self.sock.send_all(out).await?;
             out.clear();
             if n == 0 {
                 return if sent == len { Ok(()) } else { Err(End::Io) };
@@ -483,7 +511,7 @@ impl Conn {
             within(
                 &self.w.deadlines,
                 Instant::now() + limit,
-                self.stream.readable(),
+                self.sock.stream.readable(),
             )
             .await
             .is_some_and(|r| r.is_ok())
@@ -501,75 +529,20 @@ impl Conn {
         future::or(readable, stopped).await
     }
 
-    /// Reads more of a head into the buffer; `Ok(0)` at end of stream.
-    async fn read_more(&mut self, deadline: Instant) -> Result<usize, End> {
-        let buf = self.buf.get_or_insert_with(|| self.w.pool.head());
-        let sock = Sock {
-            stream: &self.stream,
-            send_timeout: self.w.config.send_timeout,
-            peer: self.peer,
-            deadlines: &self.w.deadlines,
-        };
-        let n = sock.read_some(&mut buf[self.len..], deadline).await?;
-        self.len += n;
-        Ok(n)
-    }
-
-    /// Drops `n` bytes from the front of the buffer, keeping what follows.
-    fn consume(&mut self, n: usize) {
-        let n = n.min(self.len);
-        // Usually the whole buffer is one request: nothing to move.
-        if let (Some(buf), true) = (self.buf.as_deref_mut(), n < self.len) {
-            buf.copy_within(n..self.len, 0);
-        }
-        self.len -= n;
-    }
-
-    /// Reads and throws away a request body so the next request can be parsed.
-    async fn discard_body(&mut self, mut left: u64) -> Result<(), End> {
-        let deadline = Instant::now() + self.w.config.header_timeout;
-        loop {
-            let take = (self.len as u64).min(left) as usize;
-            self.consume(take);
-            left -= take as u64;
-            if left == 0 {
-                return Ok(());
-            }
-            if self.read_more(deadline).await? == 0 {
-                return Err(End::Closed);
-            }
-        }
-    }
-
     /// Closes politely: stop sending, then read what the client still sends for
     /// a moment, so unread bytes do not turn our close into a reset that would
     /// destroy the response in flight.
     async fn linger(&mut self) {
-        let _ = self.stream.get_ref().shutdown(Shutdown::Write);
-        let deadline = Instant::now() + Duration::from_secs(2);
-        let mut budget = 64 * 1024;
+        let _ = self.sock.stream.get_ref().shutdown(Shutdown::Write);
+        let deadline = Instant::now() + LINGER_TIME;
+        let mut budget = LINGER_BYTES;
         while budget > 0 {
-            self.len = 0;
-            match self.read_more(deadline).await {
+            self.input.clear();
+            match self.input.read_more(&self.sock, deadline).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => budget -= n.min(budget),
             }
         }
-        self.len = 0;
-    }
-
-    fn sock(&self) -> Sock<'_> {
-        Sock {
-            stream: &self.stream,
-            send_timeout: self.w.config.send_timeout,
-            peer: self.peer,
-            deadlines: &self.w.deadlines,
-        }
-    }
-
-    fn return_buffer(&mut self) {
-        if let Some(b) = self.buf.take() {
-            self.w.pool.give_head(b);
-        }
+        self.input.clear();
     }
 }

@@ -2,4 +2,5 @@
 
 pub(crate) mod conn;
 pub(crate) mod router;
+pub(crate) mod state;
 pub(crate) mod worker;

@@ -16,22 +16,23 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
-use crate::cgi::exchange as cgi;
+use crate::cgi::script::{self, Job};
 use crate::config::Config;
 use crate::files::listing;
 use crate::files::root::{self as static_files, Lookup, Opened, Root};
 use crate::http::conditional::{self, Conditions, Validators};
 use crate::http::gunzip::Gunzip;
+use crate::http::header::{self, HeaderLine, RuleLines};
 use crate::http::mime;
 use crate::http::negotiate::{self, Encodings};
 use crate::http::path::{self, CleanPath, PathError};
 use crate::http::range::{self, Ranged};
 use crate::http::request::{Field, Method, Request};
-use crate::http::response::{self, Body, ContentRange, HeaderLine, Response, StatusHeader};
+use crate::http::response::{self, Body, ContentRange, Response, StatusHeader};
 use crate::http::status::Status;
 use crate::policy::access::{self, Verdict};
 use crate::policy::auth::{self, Auth, Decision};
-use crate::policy::rules::{Matched, RuleLines};
+use crate::policy::rules::Matched;
 
 /// What a worker serves: the configuration, the open root, auth state.
 pub struct Site {
@@ -85,7 +86,7 @@ pub struct Client {
 #[allow(clippy::large_enum_variant)]
 pub enum Routed {
     Respond(Response),
-    Cgi(Box<cgi::Job>),
+    Cgi(Box<Job>),
     /// A password to check before deciding (the caller runs it and asks again).
     Verify(auth::Pending),
 }
@@ -134,20 +135,15 @@ pub fn respond(
     if let Some(r) = redirect(site, shown, query) {
         return Routed::Respond(finish(site, r, path.as_str()));
     }
-    if let Some(script) = cgi::find(&site.config.cgi, &site.root, &path, shown) {
+    if let Some(script) = script::find(&site.config.cgi, &site.root, &path, shown) {
         return match (script, req.method) {
             (Ok(script), Method::Get | Method::Head | Method::Post) => {
-                let caller = cgi::Caller {
+                let caller = script::Caller {
                     peer: client.peer,
                     local: client.local,
                     remote_user: user.as_deref(),
                 };
-                Routed::Cgi(Box::new(cgi::Job::new(
-                    &site.config.root,
-                    script,
-                    req,
-                    &caller,
-                )))
+                Routed::Cgi(Box::new(Job::new(&site.config.root, script, req, &caller)))
             }
             (Ok(_), _) => Routed::Respond(not_allowed(site, "GET, HEAD, POST", path.as_str())),
             (Err(status), _) => Routed::Respond(error(site, status, path.as_str())),
@@ -223,7 +219,7 @@ fn serve(site: &Site, req: &Request<'_>, original: Opened, enc: Encodings) -> Re
         None => representation(req, &original, original.content_type),
     };
     if has_variants {
-        r.add_header(response::VARY_ENCODING);
+        r.add_header(header::VARY_ENCODING);
     }
     finish_file(site, r, &original)
 }
@@ -238,8 +234,8 @@ fn variant(site: &Site, original: &Opened, enc: Encodings) -> (Option<(HeaderLin
     let mut any = false;
     let mut buf = heapless::String::new();
     for (suffix, coding, accepted) in [
-        (".br", response::BROTLI, enc.br),
-        (".gz", response::GZIP, enc.gzip),
+        (".br", header::BROTLI, enc.br),
+        (".gz", header::GZIP, enc.gzip),
     ] {
         let Some(name) = static_files::with_suffix(&mut buf, &original.name, suffix) else {
             continue;
@@ -273,12 +269,12 @@ fn gz_only(site: &Site, req: &Request<'_>, name: &str, enc: Encodings) -> Option
         .ok()?;
     let mut r = if enc.gzip {
         let mut r = representation(req, &gz, mime::for_name(name));
-        r.add_header(response::GZIP);
+        r.add_header(header::GZIP);
         r
     } else {
         gunzipped(req, gz, name)
     };
-    r.add_header(response::VARY_ENCODING);
+    r.add_header(header::VARY_ENCODING);
     Some(finish(site, r, name))
 }
 
@@ -395,6 +391,12 @@ fn spa_fallback(
     Some(serve(site, req, opened, enc))
 }
 
+/// A script's request answered without the script's answer (it failed,
+/// or could not run): as any error on that path.
+pub fn failure(site: &Site, status: Status, script: &str) -> Response {
+    error(site, status, script)
+}
+
 /// An error answer: the configured page for the status, else the built-in one.
 fn error(site: &Site, status: Status, path: &str) -> Response {
     let custom = site
@@ -418,7 +420,7 @@ fn error(site: &Site, status: Status, path: &str) -> Response {
         }
         None => Response::status(status),
     };
-    r.add_header(response::NO_CACHE);
+    r.add_header(header::NO_CACHE);
     finish(site, r, path)
 }
 
@@ -427,7 +429,7 @@ fn listing(site: &Site, path: &CleanPath) -> Response {
         Ok(html) => {
             let mut r = Response::new(Status::Ok, Body::Owned(html));
             r.content_type = Some("text/html; charset=utf-8");
-            r.add_header(response::NO_CACHE);
+            r.add_header(header::NO_CACHE);
             finish(site, r, path.as_str())
         }
         Err(e) => {

@@ -1,0 +1,220 @@
+//! Finding the script a request names, and the environment it runs with
+//! (RFC 3875 section 4.1). No I/O beyond looking the script up in the root.
+
+use std::ffi::OsStr;
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::cgi::settings::Settings;
+use crate::files::root::Root;
+use crate::http::path::CleanPath;
+use crate::http::request::{Field, Request, Version};
+use crate::http::status::Status;
+
+/// The PATH scripts get: fixed, so the client cannot choose what runs.
+const SCRIPT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A script found for a request.
+#[derive(Debug)]
+pub struct Script {
+    /// Relative to the root, e.g. `cgi-bin/status`.
+    pub rel: String,
+    /// What follows the script in the path, e.g. `/extra`.
+    pub path_info: String,
+    interpreter: Option<PathBuf>,
+}
+
+/// If `path` is under a CGI prefix: the script it names, or why not (404/403).
+pub fn find(
+    settings: &Settings,
+    root: &Root,
+    path: &CleanPath,
+    shown: &str,
+) -> Option<Result<Script, Status>> {
+    settings
+        .prefixes
+        .iter()
+        .find(|p| crate::policy::access::under(shown, p))?;
+    let trailing_slash = path.trailing_slash;
+    let segments: Vec<&str> = path.as_str().split('/').collect();
+    for n in 1..=segments.len() {
+        let rel = segments[..n].join("/");
+        match root.file_meta(&rel) {
+            Ok(meta) => {
+                let rest = &segments[n..];
+                let mut path_info = if rest.is_empty() {
+                    String::new()
+                } else {
+                    format!("/{}", rest.join("/"))
+                };
+                if trailing_slash && !rest.is_empty() {
+                    path_info.push('/');
+                }
+                let interpreter = settings.interpreter(&rel).map(Path::to_path_buf);
+                let executable = meta.permissions().mode() & 0o111 != 0;
+                if interpreter.is_none() && !executable {
+                    return Some(Err(Status::Forbidden));
+                }
+                return Some(Ok(Script {
+                    rel,
+                    path_info,
+                    interpreter,
+                }));
+            }
+            Err(Status::NotFound) => continue,
+            Err(status) => return Some(Err(status)),
+        }
+    }
+    Some(Err(Status::NotFound))
+}
+
+/// Everything needed to run a script once the request head is gone.
+#[derive(Debug)]
+pub struct Job {
+    pub script: Script,
+    env: Vec<(String, String)>,
+    program: PathBuf,
+    dir: PathBuf,
+}
+
+/// Who asked, as the CGI meta-variables describe it.
+pub struct Caller<'a> {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub remote_user: Option<&'a str>,
+}
+
+impl Job {
+    /// Builds the meta-variables (RFC 3875 section 4.1).
+    pub fn new(root: &Path, script: Script, req: &Request<'_>, caller: &Caller<'_>) -> Job {
+        let content_length = match req.body {
+            crate::http::request::Body::Length(n) => Some(n),
+            _ => None,
+        };
+        let (_, query) = crate::http::path::split_query(req.target);
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let host = req.get(Field::Host).map(text).unwrap_or_default();
+        let server_name = host
+            .rsplit_once(':')
+            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or(host.as_str(), |(h, _)| h)
+            .to_string();
+        let server_name = if server_name.is_empty() {
+            caller.local.ip().to_string()
+        } else {
+            server_name
+        };
+        let script_name = format!("/{}", script.rel);
+        let file = root.join(&script.rel);
+        let mut env = vec![
+            ("GATEWAY_INTERFACE".into(), "CGI/1.1".into()),
+            (
+                "SERVER_SOFTWARE".into(),
+                format!("marmoset/{}", env!("CARGO_PKG_VERSION")),
+            ),
+            ("SERVER_NAME".into(), server_name),
+            ("SERVER_PORT".into(), caller.local.port().to_string()),
+            (
+                "SERVER_PROTOCOL".into(),
+                if req.version == Version::Http10 {
+                    "HTTP/1.0"
+                } else {
+                    "HTTP/1.1"
+                }
+                .into(),
+            ),
+            ("REQUEST_METHOD".into(), req.method_name().into()),
+            ("REQUEST_URI".into(), text(req.target)),
+            ("SCRIPT_NAME".into(), script_name),
+            (
+                "SCRIPT_FILENAME".into(),
+                file.to_string_lossy().into_owned(),
+            ),
+            ("DOCUMENT_ROOT".into(), root.to_string_lossy().into_owned()),
+            ("PATH_INFO".into(), script.path_info.clone()),
+            ("QUERY_STRING".into(), query.map(text).unwrap_or_default()),
+            ("REMOTE_ADDR".into(), canonical_ip(caller.peer)),
+            ("REMOTE_PORT".into(), caller.peer.port().to_string()),
+            ("PATH".into(), SCRIPT_PATH.into()),
+        ];
+        if !script.path_info.is_empty() {
+            env.push((
+                "PATH_TRANSLATED".into(),
+                root.join(script.path_info.trim_start_matches('/'))
+                    .to_string_lossy()
+                    .into_owned(),
+            ));
+        }
+        if let Some(n) = content_length {
+            env.push(("CONTENT_LENGTH".into(), n.to_string()));
+        }
+        if let Some(t) = req.get(Field::ContentType) {
+            env.push(("CONTENT_TYPE".into(), text(t)));
+        }
+        if let Some(user) = caller.remote_user {
+            env.push(("AUTH_TYPE".into(), "Basic".into()));
+            env.push(("REMOTE_USER".into(), user.into()));
+        }
+        for h in req.headers {
+            let name = h.name.to_ascii_uppercase().replace('-', "_");
+            // Credentials stay with the server; `Proxy:` would become HTTP_PROXY (httpoxy).
+            let skip = matches!(
+                name.as_str(),
+                "AUTHORIZATION"
+                    | "PROXY_AUTHORIZATION"
+                    | "PROXY"
+                    | "CONTENT_TYPE"
+                    | "CONTENT_LENGTH"
+            );
+            if !skip && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                env.push((format!("HTTP_{name}"), text(h.value)));
+            }
+        }
+        let (program, dir) = (
+            file.clone(),
+            file.parent()
+                .map_or_else(|| root.to_path_buf(), Path::to_path_buf),
+        );
+        Job {
+            env,
+            program,
+            dir,
+            script,
+        }
+    }
+
+    /// A chunked body's length, known once it is decoded.
+    pub fn set_content_length(&mut self, n: u64) {
+        self.env.retain(|(k, _)| k != "CONTENT_LENGTH");
+        self.env.push(("CONTENT_LENGTH".into(), n.to_string()));
+    }
+
+    /// What to execute: the interpreter with the script as its argument,
+    /// or the script itself.
+    pub fn program(&self) -> (&Path, Option<&OsStr>) {
+        match &self.script.interpreter {
+            Some(interp) => (interp, Some(self.program.as_os_str())),
+            None => (&self.program, None),
+        }
+    }
+
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// Where the script runs: its own directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// An IPv4 client on an IPv6 socket is shown as plain IPv4.
+fn canonical_ip(peer: SocketAddr) -> String {
+    match peer.ip() {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or_else(|| v6.to_string(), |v4| v4.to_string()),
+        v4 => v4.to_string(),
+    }
+}

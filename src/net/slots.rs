@@ -1,0 +1,65 @@
+//! A counted resource (connections, running scripts): a slot is taken as
+//! a guard and given back when the guard is dropped, on every path.
+
+use std::cell::Cell;
+
+use crate::net::notify::Notify;
+
+pub struct Slots {
+    taken: Cell<usize>,
+    limit: usize,
+    /// Woken each time a slot is given back.
+    pub freed: Notify,
+}
+
+/// One taken slot; dropping it gives it back.
+pub struct Slot<'a>(&'a Slots);
+
+impl Slots {
+    pub fn new(limit: usize) -> Slots {
+        Slots {
+            taken: Cell::new(0),
+            limit: limit.max(1),
+            freed: Notify::default(),
+        }
+    }
+
+    /// A slot, or `None` when all are taken.
+    pub fn take(&self) -> Option<Slot<'_>> {
+        let taken = self.taken.get();
+        if taken >= self.limit {
+            return None;
+        }
+        self.taken.set(taken + 1);
+        Some(Slot(self))
+    }
+
+    pub fn in_use(&self) -> usize {
+        self.taken.get()
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.taken.set(self.0.taken.get() - 1);
+        self.0.freed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_slot_is_given_back() {
+        let slots = Slots::new(2);
+        let a = slots.take();
+        let b = slots.take();
+        assert!(a.is_some() && b.is_some());
+        assert!(slots.take().is_none());
+        drop(a);
+        assert_eq!(slots.in_use(), 1);
+        assert!(slots.take().is_some(), "taken and given back at once");
+        assert_eq!(slots.in_use(), 1);
+    }
+}

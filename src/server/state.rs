@@ -1,0 +1,82 @@
+//! What a worker's connections share. Lives for the whole process.
+
+use std::cell::{Cell, RefCell};
+
+use crate::config::Config;
+use crate::http::clock::Clock;
+use crate::logs::access_log::AccessLog;
+use crate::net::buffers::Pool;
+use crate::net::deadline::Deadlines;
+use crate::net::notify::Notify;
+use crate::net::slots::Slots;
+use crate::server::router::Site;
+
+pub struct Worker {
+    pub config: &'static Config,
+    pub site: Site,
+    pub clock: Clock,
+    pub deadlines: Deadlines,
+    pub pool: Pool,
+    pub access_log: RefCell<AccessLog>,
+    /// This worker's share of the connection limit.
+    pub connections: Slots,
+    /// This worker's share of the scripts that may run at once.
+    pub scripts: Slots,
+    stopping: Cell<bool>,
+    /// Replaced by a reload: no new connections, none kept alive, exit when idle.
+    retiring: Cell<bool>,
+    /// Wakes accept loops and idle connections on stop or retirement.
+    pub stop: Notify,
+    /// SIGCHLD arrived: CGI tasks check whether their script has exited.
+    pub child_exited: Notify,
+}
+
+impl Worker {
+    /// A worker that is one of `workers`, each with its share of the limits.
+    pub fn new(config: &'static Config, workers: usize) -> Worker {
+        Worker {
+            config,
+            site: Site::new(config),
+            clock: Clock::new(config.server_name.as_deref()),
+            deadlines: Deadlines::default(),
+            pool: Pool::default(),
+            access_log: RefCell::new(AccessLog::open(&config.access_log)),
+            connections: Slots::new(config.max_connections.div_ceil(workers)),
+            scripts: Slots::new(config.cgi.max.div_ceil(workers)),
+            stopping: Cell::new(false),
+            retiring: Cell::new(false),
+            stop: Notify::default(),
+            child_exited: Notify::default(),
+        }
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.get()
+    }
+
+    pub fn is_retiring(&self) -> bool {
+        self.retiring.get()
+    }
+
+    /// Whether connections should close after their current request.
+    pub fn is_winding_down(&self) -> bool {
+        self.stopping.get() || self.retiring.get()
+    }
+
+    pub fn set_stopping(&self) {
+        self.stopping.set(true);
+        self.stop.notify_all();
+    }
+
+    pub fn set_retiring(&self) {
+        self.retiring.set(true);
+        self.stop.notify_all();
+    }
+
+    /// Waits until every connection has ended.
+    pub async fn all_connections_closed(&self) {
+        while self.connections.in_use() > 0 {
+            self.connections.freed.notified().await;
+        }
+    }
+}
