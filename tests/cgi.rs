@@ -476,3 +476,22 @@ fn a_slow_script_does_not_hold_up_other_clients() {
     );
     assert!(slow.join().unwrap().contains("\r\nslow\r\n"));
 }
+
+/// The README's first command names the root relative to the current
+/// directory; a script must still start (it runs in its own directory).
+#[test]
+fn a_relative_root_runs_scripts() {
+    let root = cgi_root();
+    let parent = root.path().parent().unwrap().to_path_buf();
+    let name = root.path().file_name().unwrap().to_owned();
+    let mut cmd = command();
+    cmd.current_dir(&parent)
+        .args(["--config", "/dev/null", "--listen", "127.0.0.1:0", "--root"])
+        .arg(&name);
+    let s = Server::spawn(cmd, root);
+    let r = s.get("/cgi-bin/env", &[]);
+    assert_eq!(r.status, 200, "{}", s.log_text());
+    let env = r.text();
+    let want = format!("DOCUMENT_ROOT={}\n", parent.join(&name).display());
+    assert!(env.contains(&want), "{env}");
+}

@@ -41,6 +41,11 @@ stage_lint() {
 	cargo fmt --all -- --check && cargo clippy --all-targets --locked -- -D warnings
 }
 
+# No import cycle among the modules of src/, nor among its folders (the layers).
+stage_layers() {
+	python3 tests/layers.py --self-test && python3 tests/layers.py
+}
+
 # Unit tests and every integration test against the native debug binary.
 stage_unit() {
 	cargo test --locked
@@ -74,7 +79,7 @@ stage_cross() {
 	return $rc
 }
 
-# The flash budget (issue 7): the default aarch64 build, stripped, at most 600 KiB.
+# The flash budget: the default aarch64 build, stripped, at most 600 KiB.
 stage_size() {
 	local bin=${CARGO_TARGET_DIR:-target}/aarch64-unknown-linux-musl/release/marmoset size
 	cargo build --release --locked --target aarch64-unknown-linux-musl || return 1
@@ -108,7 +113,7 @@ stage_bench() {
 	BENCH_SMOKE=1 bench/run.sh
 }
 
-stages=(lint unit ui release init browser cross size armv7_musl qemu fuzz robust bench)
+stages=(lint layers unit ui release init browser cross size armv7_musl qemu fuzz robust bench)
 [ $# -gt 0 ] && stages=("$@")
 
 started=$(date +%s)

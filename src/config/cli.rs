@@ -72,6 +72,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Action, ConfigE
     for (key, value) in &settings {
         applier.apply(key, value, &Origin::Flag)?;
     }
+    // Scripts run in their own directory, and the root is named in their
+    // environment: a relative root would point elsewhere from there.
+    config.root = std::path::absolute(&config.root).map_err(|e| ConfigError {
+        origin: Origin::Flag,
+        key: "root".into(),
+        problem: format!("cannot make `{}` absolute: {e}", config.root.display()),
+    })?;
     Ok(if check {
         Action::CheckConfig(config)
     } else {

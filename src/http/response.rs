@@ -103,13 +103,6 @@ impl Response {
         r
     }
 
-    /// An error after which the connection cannot be trusted to stay in sync.
-    pub fn fatal(status: Status) -> Self {
-        let mut r = Response::status(status);
-        r.close = true;
-        r
-    }
-
     pub fn add_header(&mut self, line: HeaderLine) {
         if self.extra.push(line).is_err() {
             log::warn!(

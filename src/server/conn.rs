@@ -185,7 +185,9 @@ impl Conn {
         };
         let routed = match req.body {
             RequestBody::Length(n) if n > MAX_DISCARDED_BODY.max(self.w.config.cgi.max_body) => {
-                Routed::Respond(Response::fatal(Status::ContentTooLarge))
+                let mut r = router::failure(&self.w.site, Status::ContentTooLarge, "");
+                r.close = true;
+                Routed::Respond(r)
             }
             _ => router::respond(&self.w.site, &req, &client, verdict),
         };
@@ -376,7 +378,9 @@ impl Conn {
             head_only: self.input.bytes().starts_with(b"HEAD "),
         };
         self.input.clear();
-        self.send(Response::fatal(status), reply).await
+        let mut r = router::failure(&self.w.site, status, "");
+        r.close = true;
+        self.send(r, reply).await
     }
 
     /// Sends a response. Not an `async fn`: the response is turned into bytes

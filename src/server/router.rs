@@ -391,8 +391,8 @@ fn spa_fallback(
     Some(serve(site, req, opened, enc))
 }
 
-/// A script's request answered without the script's answer (it failed,
-/// or could not run): as any error on that path.
+/// An error the pipeline did not route: a head refused before routing, a
+/// script that failed or could not run. Answered as any error on `name`.
 pub fn failure(site: &Site, status: Status, script: &str) -> Response {
     error(site, status, script)
 }
