@@ -1,11 +1,18 @@
 #!/bin/sh
 # run.sh: load the demo UI (rootfs-overlay/www) from a real marmoset in Debian's headless Chromium.
 #
-#   tests/browser/run.sh            (from anywhere; MARMOSET_BIN overrides target/release/marmoset)
+#   tests/browser/run.sh            (from anywhere; MARMOSET_BIN overrides
+#                                    ${CARGO_TARGET_DIR:-target}/release/marmoset)
 #
-# The status CGI is replaced by a stub printing fixed JSON (hostname "testbox"), so the test sees
-# known values. Screenshots go to tests/out/browser/. Installs chromium and the node packages
-# (npm ci) when they are missing; never downloads a browser of its own.
+# Three runs of ui.test.mjs:
+#  1. the status CGI replaced by a stub printing fixed JSON (hostname "testbox"): known values;
+#  2. the same server with the shipped cgi-bin/status: live values, every one must be real;
+#  3. the server started exactly as README.md's first command does ("Two commands": cargo run
+#     --release -- --root rootfs-overlay/www --listen 127.0.0.1:8080, from the repository root,
+#     read out of README.md), the page at that address with live values, as a new user sees it.
+#     Fails at once if something already listens on that port.
+# Screenshots go to tests/out/browser/. Installs chromium and the node packages (npm ci) when
+# they are missing; never downloads a browser of its own.
 # Ends with one line: "PASS: browser ..." (exit 0) or "FAIL: browser ..." (exit 1).
 set -u
 
@@ -13,28 +20,49 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cd "$repo" || exit 1
 out="$repo/tests/out/browser"
-bin=${MARMOSET_BIN:-target/release/marmoset}
-START_DEADLINE=20 # seconds for the server to report its port
+bin=${MARMOSET_BIN:-${CARGO_TARGET_DIR:-target}/release/marmoset}
+START_DEADLINE=20  # seconds for the server to report its port
+README_DEADLINE=60 # seconds for the README's `cargo run` to answer (the build is done before)
 
 tmp=''
-pid=''
+pid=''    # process group of the server on a free port (runs 1 and 2)
+rpid=''   # process group of the README's command (run 3)
+log=''    # the log of the server being tested, shown by fail()
+
+# Every server runs in a session and process group of its own (setsid: the shell has no job
+# control, so the background child is no group leader and setsid needs no fork: $! is the
+# group's id). Stopping the group stops all it started: cargo run's child, marmoset's workers.
+start_server() { # LOG CMD [ARG...]: CMD in the background, its output to LOG; then $! is its group
+  log=$1
+  shift
+  setsid "$@" > "$log" 2>&1 < /dev/null &
+}
+# Is a process of group $1 still running (zombies, which hold no port, do not count)?
+group_alive() {
+  ps -A -o pgid= -o stat= | awk -v g="$1" '$1 == g && $2 !~ /^Z/ { found = 1 } END { exit !found }'
+}
+# shellcheck disable=SC2317 # also called from the EXIT trap
+stop_group() { # PGID: TERM, KILL what is left after 5 s, reap
+  kill -TERM "-$1" 2>/dev/null
+  i=0
+  while group_alive "$1" && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+  kill -KILL "-$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+  ! group_alive "$1"
+}
 # shellcheck disable=SC2317 # called from the EXIT trap
 cleanup() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill "$pid" 2>/dev/null
-    i=0
-    while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-    kill -9 "$pid" 2>/dev/null
-  fi
+  [ -n "$pid" ] && stop_group "$pid"
+  [ -n "$rpid" ] && stop_group "$rpid"
   [ -n "$tmp" ] && rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
 fail() {
-  if [ -n "$tmp" ] && [ -s "$tmp/server.log" ]; then
+  if [ -n "$log" ] && [ -s "$log" ]; then
     echo "--- server log (last lines) ---" >&2
-    tail -n 20 "$tmp/server.log" >&2
+    tail -n 20 "$log" >&2
   fi
   echo "FAIL: browser UI test: $*"
   exit 1
@@ -76,36 +104,109 @@ EOF
 chmod 755 "$tmp/root/cgi-bin/status"
 
 # 4. Start marmoset on a free port and read the port from its log, with a deadline.
-"$bin" --root "$tmp/root" --listen 127.0.0.1:0 --workers 1 2> "$tmp/server.log" &
+start_server "$tmp/server.log" "$bin" --root "$tmp/root" --listen 127.0.0.1:0 --workers 1
 pid=$!
 end=$(($(date +%s) + START_DEADLINE))
 port=''
 while [ -z "$port" ]; do
-  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$tmp/server.log" | head -n 1)
+  port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$log" | head -n 1)
   [ -n "$port" ] && break
-  kill -0 "$pid" 2>/dev/null || { wait "$pid"; fail "marmoset exited (status $?) before listening"; }
+  group_alive "$pid" || { wait "$pid"; fail "marmoset exited (status $?) before listening"; }
   [ "$(date +%s)" -lt "$end" ] || fail "no 'listening on 127.0.0.1:PORT' from marmoset within ${START_DEADLINE}s"
   sleep 0.05
 done
 echo "marmoset listening on 127.0.0.1:$port" >&2
 
-# 5. The browser part.
-rm -rf "$out" && mkdir -p "$out"
-if ! MARMOSET_URL="http://127.0.0.1:$port" OUT_DIR="$out" PROFILE_DIR="$tmp/profile" \
-  node "$here/ui.test.mjs" 2> "$tmp/browser.log"; then
-  cat "$tmp/browser.log" >&2
-  fail "$(tail -n 1 "$tmp/browser.log")"
-fi
-cat "$tmp/browser.log" >&2
+# ui URL TAG WHAT [VAR=VALUE...]: ui.test.mjs against URL (screenshots ui$TAG*.png), with the
+# variables given; on a problem, fail naming WHAT.
+ui() {
+  url=$1 tag=$2 what=$3
+  shift 3
+  if ! env MARMOSET_URL="$url" OUT_DIR="$out" PROFILE_DIR="$tmp/profile$tag" SHOT_TAG="$tag" "$@" \
+    node "$here/ui.test.mjs" 2> "$tmp/browser$tag.log"; then
+    cat "$tmp/browser$tag.log" >&2
+    fail "$what: $(tail -n 1 "$tmp/browser$tag.log")"
+  fi
+  cat "$tmp/browser$tag.log" >&2
+}
 
-# 6. Again with the shipped cgi-bin/status: live values from this machine.
+# 5. The browser part, with the stub's known values.
+rm -rf "$out" && mkdir -p "$out"
+ui "http://127.0.0.1:$port" '' 'with the stub status script'
+
+# 6. Again with the shipped cgi-bin/status: live values from this machine, all of them real.
+#    What the page must show exactly: the hostname, `uname -r`, os-release's PRETTY_NAME
+#    (where cgi-bin/status reads them).
 cp rootfs-overlay/www/cgi-bin/status "$tmp/root/cgi-bin/status" || fail "cannot copy the shipped status script"
-live=$(cat /proc/sys/kernel/hostname)
-if ! MARMOSET_URL="http://127.0.0.1:$port" OUT_DIR="$out" PROFILE_DIR="$tmp/profile-live" LIVE_HOSTNAME="$live" \
-  node "$here/ui.test.mjs" 2> "$tmp/browser-live.log"; then
-  cat "$tmp/browser-live.log" >&2
-  fail "with the shipped status script: $(tail -n 1 "$tmp/browser-live.log")"
+live_hostname=$(cat /proc/sys/kernel/hostname)
+live_kernel=$(uname -r)
+live_firmware=''
+for f in /etc/os-release /usr/lib/os-release; do
+  [ -r "$f" ] || continue
+  # shellcheck disable=SC1090 # the machine's own os-release, in a subshell
+  live_firmware=$(. "$f" && printf '%s' "${PRETTY_NAME:-}")
+  break
+done
+ui "http://127.0.0.1:$port" -live 'with the shipped status script' \
+  LIVE_HOSTNAME="$live_hostname" LIVE_KERNEL="$live_kernel" LIVE_FIRMWARE="$live_firmware"
+stop_group "$pid" || fail "marmoset (process group $pid) did not stop"
+pid=''
+
+# 7. README.md's first command, as a new user runs it: from the repository root, the demo
+#    tree by its relative path, on the README's address. The command is read out of the
+#    "## Two commands" section (its first indented `cargo run` line) so that the test follows
+#    the README; it may hold only plain words (no quotes, no shell syntax), so splitting it on
+#    blanks runs exactly what a shell would.
+readme=$(awk '/^## / { s = ($0 == "## Two commands") } s && /^    cargo run / { sub(/^    /, ""); print; exit }' README.md)
+[ -n "$readme" ] || fail "no indented 'cargo run ...' line in README.md's '## Two commands' section"
+case "$readme" in
+  *[!A-Za-z0-9\ ./:_=-]*) fail "README.md's first command has characters beyond plain words: $readme" ;;
+esac
+set -f
+# shellcheck disable=SC2086 # split into words on purpose (checked above: plain words only)
+set -- $readme
+set +f
+listen=''
+prev=''
+for a in "$@"; do
+  [ "$prev" = --listen ] && listen=$a
+  prev=$a
+done
+case "$listen" in
+  *:[0-9]*) ;;
+  *) fail "README.md's first command has no '--listen HOST:PORT': $readme" ;;
+esac
+url="http://$listen"
+readme_port=${listen##*:}
+echo "README.md's first command: $readme" >&2
+
+# Nothing may listen there already: the test would load another server's page.
+busy=$(ss -Hltn "sport = :$readme_port" 2>/dev/null)
+curl -s -o /dev/null --max-time 2 "$url/"
+rc=$?
+if [ -n "$busy" ] || [ "$rc" != 7 ]; then
+  [ -n "$busy" ] || busy="curl $url/ got an answer (exit $rc)"
+  fail "port $readme_port is busy, the README's command cannot be checked there: $busy"
 fi
-cat "$tmp/browser-live.log" >&2
-echo "PASS: browser UI test (stub and live status rendered, no console/page/request errors, outage shown and recovered; screenshots in tests/out/browser/)"
+
+# The build first (as cargo run would), so that the deadline below is for starting only.
+cargo build --release >&2 || fail "cargo build --release failed"
+start_server "$tmp/readme.log" "$@"
+rpid=$!
+end=$(($(date +%s) + README_DEADLINE))
+until grep -qF "listening on $listen" "$log" &&
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url/")" != 000 ]; do
+  group_alive "$rpid" || { wait "$rpid"; fail "'$readme' exited (status $?) before answering on $url/"; }
+  [ "$(date +%s)" -lt "$end" ] || fail "'$readme' did not answer on $url/ within ${README_DEADLINE}s"
+  sleep 0.1
+done
+echo "'$readme' answering on $url/" >&2
+ui "$url" -readme "started as README.md's first command ($readme)" \
+  LIVE_HOSTNAME="$live_hostname" LIVE_KERNEL="$live_kernel" LIVE_FIRMWARE="$live_firmware"
+stop_group "$rpid" || fail "'$readme' (process group $rpid) did not stop"
+rpid=''
+busy=$(ss -Hltn "sport = :$readme_port" 2>/dev/null)
+[ -z "$busy" ] || fail "port $readme_port still in use after stopping '$readme': $busy"
+
+echo "PASS: browser UI test (stub and live status rendered, also from README.md's first command on $url/; no console/page/request errors, outage shown and recovered; screenshots in tests/out/browser/)"
 exit 0

@@ -5,6 +5,11 @@
 //   OUT_DIR       where the screenshots go (default tests/out/browser)
 //   PROFILE_DIR   a fresh, empty Chromium user-data-dir (default: a new temp dir)
 //   CHROMIUM      the browser (default /usr/bin/chromium)
+//   LIVE_HOSTNAME with the shipped cgi-bin/status instead of run.sh's stub: this machine's hostname;
+//                 every value the page shows must then be a real one (no placeholder, no "unknown")
+//   LIVE_KERNEL, LIVE_FIRMWARE  (live only, optional) `uname -r` and os-release's PRETTY_NAME, shown exactly
+//   SHOT_TAG      added to the screenshot names (ui$TAG.png, ui$TAG-outage.png, ui$TAG-narrow.png);
+//                 default "" for the stub, "-live" with LIVE_HOSTNAME
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -15,10 +20,14 @@ const outDir = process.env.OUT_DIR || 'tests/out/browser';
 const STEP_MS = 15000; // deadline for each wait; the page polls every 5 s
 
 // What the stub cgi-bin/status of run.sh returns, and how the page must show it.
-// With LIVE_HOSTNAME, the shipped status script runs instead: only the
-// hostname is known in advance (this machine's).
+// With LIVE_HOSTNAME, the shipped status script runs instead: the hostname (and, when run.sh
+// passes them, kernel and firmware) are known in advance, the rest must at least look real.
 const LIVE = process.env.LIVE_HOSTNAME;
-const EXPECT = LIVE ? { hostname: LIVE } : {
+const EXPECT = LIVE ? Object.fromEntries(Object.entries({
+  hostname: LIVE,
+  kernel: process.env.LIVE_KERNEL,
+  firmware: process.env.LIVE_FIRMWARE,
+}).filter(([, v]) => v)) : {
   hostname: 'testbox',
   uptime: '1 day, 2 h 3 min',
   kernel: '6.1.0-test',
@@ -26,7 +35,24 @@ const EXPECT = LIVE ? { hostname: LIVE } : {
   load1: '0.10',
   mem: '24.9 MiB used of 64.0 MiB (39%)',
 };
-const SHOT = LIVE ? 'ui-live.png' : 'ui.png';
+// Every element app.js fills from cgi-bin/status, and the form a real value has there.
+// The page starts with "\u2026" (hostname) and "\u2013" (the rest); app.js writes "unknown" or "\u2013"
+// for a field the script left out or could not read, and "unknown" when the memory figures are 0.
+const ANY = /\S/;
+const LOAD = /^\d+\.\d\d$/;
+const SHAPE = {
+  hostname: ANY,
+  uptime: /^(\d+ s|(\d+ days?, )?(\d+ h )?\d+ min)$/,
+  kernel: ANY,
+  firmware: ANY,
+  load1: LOAD,
+  load5: LOAD,
+  load15: LOAD,
+  mem: /^\d+(\.\d)? [KMGT]iB used of \d+(\.\d)? [KMGT]iB \(\d+%\)$/,
+};
+const PLACEHOLDERS = ['', '\u2026', '\u2013', 'unknown'];
+const TAG = process.env.SHOT_TAG ?? (LIVE ? '-live' : '');
+const SHOT = `ui${TAG}.png`;
 
 const problems = [];
 const info = (msg) => console.error(`  ${msg}`);
@@ -90,6 +116,11 @@ try {
       const got = await page.locator(`#${id}`).textContent();
       if (got !== want) problem(`#${id} shows "${got}", expected "${want}"`);
     }
+    for (const [id, shape] of Object.entries(SHAPE)) {
+      const got = (await page.locator(`#${id}`).textContent() ?? '').trim();
+      if (PLACEHOLDERS.includes(got) || !shape.test(got)) problem(`#${id} shows "${got}", not a value from cgi-bin/status`);
+      else if (LIVE) info(`#${id}: ${got}`);
+    }
     if (await page.locator('#alert').isVisible()) problem('the error banner is visible while the endpoint works');
   }
   await page.screenshot({ path: path.join(outDir, SHOT), fullPage: true });
@@ -114,7 +145,7 @@ try {
   const banner = 'Status endpoint unavailable (HTTP 404)';
   try {
     await page.locator('#alert', { hasText: banner }).waitFor({ state: 'visible' });
-    await page.screenshot({ path: path.join(outDir, 'ui-outage.png'), fullPage: true });
+    await page.screenshot({ path: path.join(outDir, `ui${TAG}-outage.png`), fullPage: true });
   } catch {
     problem(`"${banner}" not shown within ${STEP_MS / 1000} s of the endpoint failing`);
   }
@@ -132,7 +163,7 @@ try {
 
   // 4. A narrow (phone) screen, for a person to look at.
   await page.setViewportSize({ width: 390, height: 800 });
-  await page.screenshot({ path: path.join(outDir, 'ui-narrow.png'), fullPage: true });
+  await page.screenshot({ path: path.join(outDir, `ui${TAG}-narrow.png`), fullPage: true });
 
   // 5. Information only: does the server answer unknown paths with 404.html? (needs `error-page 404 /404.html`)
   const missing = await context.request.get(`${base}/no-such-page`);
