@@ -150,7 +150,7 @@ done
 ui "http://127.0.0.1:$port" -live 'with the shipped status script' \
   LIVE_HOSTNAME="$live_hostname" LIVE_KERNEL="$live_kernel" LIVE_FIRMWARE="$live_firmware"
 stop_group "$pid" || fail "marmoset (process group $pid) did not stop"
-pid=''
+pid='' log=''
 
 # 7. README.md's first command, as a new user runs it: from the repository root, the demo
 #    tree by its relative path, on the README's address. The command is read out of the
