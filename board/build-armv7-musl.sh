@@ -35,7 +35,7 @@ done
 key() {
 	{
 		rustc -V
-		cat Cargo.lock Cargo.toml .cargo/config.toml board/build-armv7-musl.sh
+		cat Cargo.lock Cargo.toml .cargo/config.toml board/build-armv7-musl.sh board/rustc-remap.sh
 	} | sha256sum | cut -d' ' -f1
 }
 

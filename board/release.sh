@@ -12,7 +12,9 @@
 #           toolchain is set up in .cargo/config.toml.
 # Honours CARGO_TARGET_DIR (default: target/). Installs missing Debian
 # cross packages and rustup targets. The tarball is reproducible: file times
-# are SOURCE_DATE_EPOCH (default: the last commit's time), owner root.
+# are SOURCE_DATE_EPOCH (default: the last commit's time), owner root; and
+# the binary is the same bytes on any host (source paths remapped, see
+# board/rustc-remap.sh).
 set -eu
 
 [ $# = 1 ] || { echo "usage: $0 TARGET" >&2; exit 2; }
@@ -55,9 +57,18 @@ else
 	if ! rustup target list --installed | grep -qx "$TARGET"; then
 		rustup target add "$TARGET" >&2
 	fi
+	# Host-independent bytes: remap the checkout, $CARGO_HOME and the
+	# rust-src sysroot out of panic locations (board/rustc-remap.sh, also the
+	# rustc wrapper). Through --config the flags are appended to
+	# .cargo/config.toml's target rustflags (RUSTFLAGS would replace them),
+	# and cargo rebuilds when they change. Fetch first so the registry's
+	# source directory exists when the flags are computed.
+	cargo fetch --locked >&2
+	remap=$(board/rustc-remap.sh --toml)
 	# strip explicitly: do not depend on [profile.release] for it
 	cargo build --release --locked --target "$TARGET" \
-		--config 'profile.release.strip="symbols"' >&2
+		--config 'profile.release.strip="symbols"' \
+		--config "target.$TARGET.rustflags=$remap" >&2
 fi
 BIN=$TGT/$TARGET/release/marmoset
 
