@@ -88,6 +88,12 @@ stage_size() {
 	[ "$size" -le 614400 ]
 }
 
+# The aarch64 firmware holds no build-host path and is the same bytes from a
+# second checkout at another path with another CARGO_HOME (README, Size).
+stage_reproducible() {
+	tests/reproducible.sh
+}
+
 # build-std + zig, only when Cargo.lock or the build files changed (board/README.md).
 stage_armv7_musl() {
 	board/build-armv7-musl.sh --if-changed
@@ -113,7 +119,7 @@ stage_bench() {
 	BENCH_SMOKE=1 bench/run.sh
 }
 
-stages=(lint layers unit ui release init browser cross size armv7_musl qemu fuzz robust bench)
+stages=(lint layers unit ui release init browser cross size reproducible armv7_musl qemu fuzz robust bench)
 [ $# -gt 0 ] && stages=("$@")
 
 started=$(date +%s)
