@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use marmoset::http::chunked::Decoder;
-use marmoset::http::request::{self, Body};
+use marmoset::http::request::{self, BodyKind};
 
 fuzz_target!(|data: &[u8]| {
     let mut headers = request::empty_headers();
@@ -20,14 +20,14 @@ fuzz_target!(|data: &[u8]| {
     };
     // One framing only: a length and chunked never both stand.
     match req.body {
-        Body::Chunked => assert!(!has("content-length"), "chunked with Content-Length"),
-        Body::Length(n) => {
+        BodyKind::Chunked => assert!(!has("content-length"), "chunked with Content-Length"),
+        BodyKind::Length(n) => {
             assert!(n > 0);
             assert!(!has("transfer-encoding"), "length with Transfer-Encoding");
         }
-        Body::None => assert!(!has("transfer-encoding"), "no body with Transfer-Encoding"),
+        BodyKind::None => assert!(!has("transfer-encoding"), "no body with Transfer-Encoding"),
     }
-    if req.body == Body::Chunked {
+    if req.body == BodyKind::Chunked {
         let rest = &data[req.head_len..];
         let mut decoder = Decoder::default();
         let mut out = Vec::new();

@@ -26,7 +26,7 @@ use crate::net::sock::{End, Sock};
 
 /// The request body for the script: bytes already read and what is still
 /// on the socket.
-pub struct Body {
+pub struct ScriptInput {
     pub buffered: Vec<u8>,
     pub on_socket: u64,
 }
@@ -70,7 +70,7 @@ pub struct Outcome {
 
 impl Exchange<'_> {
     /// Runs the script and, unless it fails before its head, answers the client.
-    pub async fn run(&self, job: &Job, body: Body) -> Result<Outcome, End> {
+    pub async fn run(&self, job: &Job, body: ScriptInput) -> Result<Outcome, End> {
         let name = job.script.rel.as_str();
         let (program, arg) = job.program();
         let child = match spawn::spawn(program, arg.as_slice(), job.env(), job.dir()) {
@@ -94,8 +94,8 @@ impl Exchange<'_> {
         let exchange = async {
             let feed = self.feed_stdin(stdin, body, deadline);
             let log = log_stderr(stderr, name);
-            let respond = self.respond(stdout, name, &mut sent_head);
-            let ((fed, ()), answered) = future::zip(future::zip(feed, log), respond).await;
+            let answer = self.read_answer(stdout, name, &mut sent_head);
+            let ((fed, ()), answered) = future::zip(future::zip(feed, log), answer).await;
             (fed, answered)
         };
         let timed = future::or(async { Some(exchange.await) }, async {
@@ -144,7 +144,7 @@ impl Exchange<'_> {
 
     /// Writes the request body to the script; false if the body could not
     /// all be taken off the socket.
-    async fn feed_stdin(&self, stdin: File, body: Body, deadline: Instant) -> bool {
+    async fn feed_stdin(&self, stdin: File, body: ScriptInput, deadline: Instant) -> bool {
         let mut pipe = Async::new(stdin).ok();
         if let Some(p) = pipe.as_mut() {
             if p.write_all(&body.buffered).await.is_err() {
@@ -172,7 +172,12 @@ impl Exchange<'_> {
     }
 
     /// Reads the script's output: parses its head, then streams the body.
-    async fn respond(&self, stdout: File, name: &str, sent_head: &mut bool) -> Result<Answer, End> {
+    async fn read_answer(
+        &self,
+        stdout: File,
+        name: &str,
+        sent_head: &mut bool,
+    ) -> Result<Answer, End> {
         let Ok(mut pipe) = Async::new(stdout) else {
             return Ok(Answer::Failed(Status::BadGateway));
         };

@@ -89,7 +89,7 @@ impl Job {
     /// Builds the meta-variables (RFC 3875 section 4.1).
     pub fn new(root: &Path, script: Script, req: &Request<'_>, caller: &Caller<'_>) -> Job {
         let content_length = match req.body {
-            crate::http::request::Body::Length(n) => Some(n),
+            crate::http::request::BodyKind::Length(n) => Some(n),
             _ => None,
         };
         let (_, query) = crate::http::path::split_query(req.target);

@@ -173,12 +173,8 @@ impl FileCache {
         if let Some(b) = &body {
             self.body_bytes.set(self.body_bytes.get() + b.len());
         }
-        let validators = Validators::new(
-            meta.ino(),
-            len,
-            meta.mtime().max(0) as u64,
-            meta.mtime_nsec().max(0) as u64,
-        );
+        let (secs, nanos) = mtime(&meta);
+        let validators = Validators::new(meta.ino(), len, secs, nanos);
         let cached = Rc::new(CachedFile {
             file: Rc::new(file),
             meta,
@@ -223,4 +219,9 @@ impl FileCache {
             }
         }
     }
+}
+
+/// Modification time in seconds and nanoseconds, never negative.
+pub fn mtime(meta: &std::fs::Metadata) -> (u64, u64) {
+    (meta.mtime().max(0) as u64, meta.mtime_nsec().max(0) as u64)
 }

@@ -5,7 +5,6 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Instant;
@@ -262,9 +261,4 @@ fn errno_status(e: Errno) -> Status {
             Status::InternalServerError
         }
     }
-}
-
-/// Modification time in seconds and nanoseconds, never negative.
-pub fn mtime(meta: &std::fs::Metadata) -> (u64, u64) {
-    (meta.mtime().max(0) as u64, meta.mtime_nsec().max(0) as u64)
 }

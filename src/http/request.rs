@@ -24,7 +24,7 @@ pub enum Version {
 
 /// How the request body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Body {
+pub enum BodyKind {
     None,
     Length(u64),
     Chunked,
@@ -39,7 +39,7 @@ pub struct Request<'a> {
     pub version: Version,
     /// Bytes of the head, including the final empty line.
     pub head_len: usize,
-    pub body: Body,
+    pub body: BodyKind,
     pub keep_alive: bool,
     pub headers: &'a [httparse::Header<'a>],
     /// Where each field the server reads is in `headers`, found in the one
@@ -118,7 +118,7 @@ impl<'a> Request<'a> {
             target,
             version: Version::Http11,
             head_len: 0,
-            body: Body::None,
+            body: BodyKind::None,
             keep_alive: true,
             headers,
             fields: Fields([None; FIELDS]),
@@ -264,7 +264,7 @@ fn origin_form(target: &[u8]) -> Option<&[u8]> {
 }
 
 struct Framing {
-    body: Body,
+    body: BodyKind,
     keep_alive: bool,
 }
 
@@ -314,9 +314,9 @@ impl Framing {
             return Err(bad);
         }
         let body = match (chunked, content_length) {
-            (true, _) => Body::Chunked,
-            (false, Some(0) | None) => Body::None,
-            (false, Some(n)) => Body::Length(n),
+            (true, _) => BodyKind::Chunked,
+            (false, Some(0) | None) => BodyKind::None,
+            (false, Some(n)) => BodyKind::Length(n),
         };
         let keep_alive = match version {
             Version::Http11 => !close,
@@ -371,7 +371,7 @@ fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    fn outcome(raw: &str) -> Result<Option<(Method, Body, bool, String)>, Status> {
+    fn outcome(raw: &str) -> Result<Option<(Method, BodyKind, bool, String)>, Status> {
         let mut headers = empty_headers();
         match parse(raw.as_bytes(), &mut headers) {
             Ok(Some(r)) => Ok(Some((
@@ -390,7 +390,7 @@ mod tests {
         let r = outcome("GET /a?b HTTP/1.1\r\nHost: x\r\n\r\n")
             .unwrap()
             .unwrap();
-        assert_eq!(r, (Method::Get, Body::None, true, "/a?b".into()));
+        assert_eq!(r, (Method::Get, BodyKind::None, true, "/a?b".into()));
     }
 
     #[test]
@@ -453,18 +453,18 @@ mod tests {
     #[test]
     fn framing_table() {
         use Status::{BadRequest, NotImplemented, VersionNotSupported};
-        let rows: &[(&str, Result<Body, Status>)] = &[
+        let rows: &[(&str, Result<BodyKind, Status>)] = &[
             (
                 "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n",
-                Ok(Body::Length(5)),
+                Ok(BodyKind::Length(5)),
             ),
             (
                 "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
-                Ok(Body::None),
+                Ok(BodyKind::None),
             ),
             (
                 "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
-                Ok(Body::Chunked),
+                Ok(BodyKind::Chunked),
             ),
             (
                 "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",

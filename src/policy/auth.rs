@@ -82,7 +82,7 @@ pub struct Pending {
 }
 
 /// The answer of a verification, handed back to `check`.
-pub struct Verdict {
+pub struct Checked {
     tag: u64,
     user: String,
     ok: bool,
@@ -90,9 +90,9 @@ pub struct Verdict {
 
 impl Pending {
     /// Runs crypt(3) on a thread of its own and waits for it without blocking the worker.
-    pub async fn run(self) -> Verdict {
+    pub async fn run(self) -> Checked {
         let ok = verify_off_thread(self.password, self.hash).await;
-        Verdict {
+        Checked {
             tag: self.tag,
             user: self.user,
             ok: ok && self.realm != usize::MAX,
@@ -133,7 +133,7 @@ impl Auth {
         req: &Request<'_>,
         path: &str,
         client: IpAddr,
-        verdict: Option<Verdict>,
+        verdict: Option<Checked>,
     ) -> Decision {
         let Some(i) = self.realms.iter().position(|r| under(path, &r.prefix)) else {
             return Decision::Pass(None);

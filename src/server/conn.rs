@@ -17,7 +17,7 @@ use crate::http::chunked;
 use crate::http::clock::Clock;
 use crate::http::gunzip::Gunzip;
 use crate::http::header;
-use crate::http::request::{self, Body as RequestBody, Field, Reject, Version};
+use crate::http::request::{self, BodyKind, Field, Reject, Version};
 use crate::http::response::{self, Body, HeadContext, Response};
 use crate::http::status::Status;
 use crate::limits::{LINGER_BYTES, LINGER_TIME, MAX_DISCARDED_BODY};
@@ -80,7 +80,7 @@ struct Reply {
 struct Meta {
     reply: Reply,
     head_len: usize,
-    body: RequestBody,
+    body: BodyKind,
     /// The request has `Expect: 100-continue`.
     expects_continue: bool,
 }
@@ -174,7 +174,7 @@ impl Conn {
     /// down to what has to wait for the socket: the large routed response
     /// is written into bytes here, and never lives in a future or moves
     /// through wrappers.
-    fn decide(&mut self, verdict: Option<auth::Verdict>) -> Result<Option<Next>, Reject> {
+    fn decide(&mut self, verdict: Option<auth::Checked>) -> Result<Option<Next>, Reject> {
         let mut headers = request::empty_headers();
         let Some(req) = request::parse(self.input.bytes(), &mut headers)? else {
             return Ok(None);
@@ -184,12 +184,12 @@ impl Conn {
             local: self.local,
         };
         let routed = match req.body {
-            RequestBody::Length(n) if n > MAX_DISCARDED_BODY.max(self.w.config.cgi.max_body) => {
+            BodyKind::Length(n) if n > MAX_DISCARDED_BODY.max(self.w.config.cgi.max_body) => {
                 let mut r = router::failure(&self.w.site, Status::ContentTooLarge, "");
                 r.close = true;
                 Routed::Respond(r)
             }
-            _ => router::respond(&self.w.site, &req, &client, verdict),
+            _ => router::route(&self.w.site, &req, &client, verdict),
         };
         let last = self.served + 1 >= self.w.config.max_requests;
         let meta = Meta {
@@ -234,14 +234,13 @@ impl Conn {
     fn prepare_answer(&mut self, mut response: Response, meta: Meta) -> Prepared {
         // A chunked body, or one the client holds back for 100-continue,
         // is not worth reading on a static path: answer, then close.
-        if meta.body == RequestBody::Chunked
-            || (meta.expects_continue && meta.body != RequestBody::None)
+        if meta.body == BodyKind::Chunked || (meta.expects_continue && meta.body != BodyKind::None)
         {
             response.close = true;
         }
         self.input.consume(meta.head_len);
         let discard = match meta.body {
-            RequestBody::Length(n) if !response.close => n,
+            BodyKind::Length(n) if !response.close => n,
             _ => 0,
         };
         self.prepare(response, meta.reply, discard)
@@ -254,36 +253,36 @@ impl Conn {
         let reply = meta.reply;
         // Answered before the body is read: only a request without one goes on.
         let unread = Reply {
-            keep_alive: reply.keep_alive && meta.body == RequestBody::None,
+            keep_alive: reply.keep_alive && meta.body == BodyKind::None,
             ..reply
         };
         let settings = &self.w.config.cgi;
-        if matches!(meta.body, RequestBody::Length(n) if n > settings.max_body) {
+        if matches!(meta.body, BodyKind::Length(n) if n > settings.max_body) {
             return self.fail(Status::ContentTooLarge, &job, unread).await;
         }
         let Some(_running) = self.w.scripts.take() else {
             return self.fail(Status::ServiceUnavailable, &job, unread).await;
         };
-        let has_body = meta.body != RequestBody::None;
+        let has_body = meta.body != BodyKind::None;
         if has_body && meta.expects_continue && reply.version == Version::Http11 {
             self.sock.send_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
         }
         let body = match meta.body {
-            RequestBody::None => exchange::Body {
+            BodyKind::None => exchange::ScriptInput {
                 buffered: Vec::new(),
                 on_socket: 0,
             },
-            RequestBody::Length(n) => {
+            BodyKind::Length(n) => {
                 let buffered = self.input.take(n);
-                exchange::Body {
+                exchange::ScriptInput {
                     on_socket: n - buffered.len() as u64,
                     buffered,
                 }
             }
-            RequestBody::Chunked => match self.read_chunked().await {
+            BodyKind::Chunked => match self.read_chunked().await {
                 Ok(decoded) => {
                     job.set_content_length(decoded.len() as u64);
-                    exchange::Body {
+                    exchange::ScriptInput {
                         buffered: decoded,
                         on_socket: 0,
                     }

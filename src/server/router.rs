@@ -18,8 +18,9 @@ use std::rc::Rc;
 
 use crate::cgi::script::{self, Job};
 use crate::config::Config;
+use crate::files::cache;
 use crate::files::listing;
-use crate::files::root::{self as static_files, Lookup, Opened, Root};
+use crate::files::root::{self, Lookup, Opened, Root};
 use crate::http::conditional::{self, Conditions, Validators};
 use crate::http::gunzip::Gunzip;
 use crate::http::header::{self, HeaderLine, RuleLines};
@@ -91,11 +92,11 @@ pub enum Routed {
     Verify(auth::Pending),
 }
 
-pub fn respond(
+pub fn route(
     site: &Site,
     req: &Request<'_>,
     client: &Client,
-    verdict: Option<auth::Verdict>,
+    verdict: Option<auth::Checked>,
 ) -> Routed {
     if req.method == Method::Unknown {
         return Routed::Respond(finish(site, Response::status(Status::NotImplemented), ""));
@@ -159,11 +160,11 @@ pub fn respond(
 fn static_file(site: &Site, req: &Request<'_>, path: &CleanPath, query: Option<&[u8]>) -> Response {
     let enc = negotiate::accept_encoding(req.get(Field::AcceptEncoding));
     match site.root.lookup(path, &site.config.index) {
-        Lookup::File(opened) => serve(site, req, opened, enc),
+        Lookup::File(opened) => serve_file(site, req, opened, enc),
         Lookup::DirWithoutSlash => finish(site, redirect_to_directory(path, query), path.as_str()),
         Lookup::DirWithoutIndex => {
             let gz_index = site.config.index.iter().find_map(|n| {
-                static_files::index_path(path, n).and_then(|name| gz_only(site, req, &name, enc))
+                root::index_path(path, n).and_then(|name| gz_only(site, req, &name, enc))
             });
             if let Some(r) = gz_index {
                 return r;
@@ -208,7 +209,7 @@ fn challenge(site: &Site, realm: &'static str, name: &str) -> Response {
 }
 
 /// Serves a file, or its best precompressed variant.
-fn serve(site: &Site, req: &Request<'_>, original: Opened, enc: Encodings) -> Response {
+fn serve_file(site: &Site, req: &Request<'_>, original: Opened, enc: Encodings) -> Response {
     let (chosen, has_variants) = variant(site, &original, enc);
     let mut r = match chosen {
         Some((coding, v)) => {
@@ -237,7 +238,7 @@ fn variant(site: &Site, original: &Opened, enc: Encodings) -> (Option<(HeaderLin
         (".br", header::BROTLI, enc.br),
         (".gz", header::GZIP, enc.gzip),
     ] {
-        let Some(name) = static_files::with_suffix(&mut buf, &original.name, suffix) else {
+        let Some(name) = root::with_suffix(&mut buf, &original.name, suffix) else {
             continue;
         };
         let Ok(v) = site.root.open_variant(name) else {
@@ -245,7 +246,7 @@ fn variant(site: &Site, original: &Opened, enc: Encodings) -> (Option<(HeaderLin
         };
         // Whole seconds: tools that copy the original's time (brotli, touch -r on
         // some filesystems) drop the nanoseconds.
-        if static_files::mtime(&v.meta).0 < static_files::mtime(&original.meta).0 {
+        if cache::mtime(&v.meta).0 < cache::mtime(&original.meta).0 {
             continue;
         }
         any = true;
@@ -265,7 +266,7 @@ fn gz_only(site: &Site, req: &Request<'_>, name: &str, enc: Encodings) -> Option
     let mut buf = heapless::String::new();
     let gz = site
         .root
-        .open_variant(static_files::with_suffix(&mut buf, name, ".gz")?)
+        .open_variant(root::with_suffix(&mut buf, name, ".gz")?)
         .ok()?;
     let mut r = if enc.gzip {
         let mut r = representation(req, &gz, mime::for_name(name));
@@ -388,7 +389,7 @@ fn spa_fallback(
         return None;
     }
     let opened = site.root.open_file(fallback.trim_start_matches('/')).ok()?;
-    Some(serve(site, req, opened, enc))
+    Some(serve_file(site, req, opened, enc))
 }
 
 /// An error the pipeline did not route: a head refused before routing, a

@@ -24,11 +24,15 @@ pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, workers: usize) -> 
     sys::die_with_parent();
     let worker: &'static Worker = Box::leak(Box::new(Worker::new(config, workers)));
     let ex = Rc::new(LocalExecutor::new());
-    let code = async_io::block_on(ex.run(serve(worker, ex.clone(), listeners)));
+    let code = async_io::block_on(ex.run(run_until_stopped(worker, ex.clone(), listeners)));
     std::process::exit(code)
 }
 
-async fn serve(w: &'static Worker, ex: Rc<LocalExecutor<'static>>, listeners: Vec<OwnedFd>) -> i32 {
+async fn run_until_stopped(
+    w: &'static Worker,
+    ex: Rc<LocalExecutor<'static>>,
+    listeners: Vec<OwnedFd>,
+) -> i32 {
     let signals = match SignalFd::with_flags(
         &sys::handled_signals(),
         SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC,
