@@ -54,3 +54,29 @@ pub const REAP_BACKSTOP: Duration = Duration::from_millis(200);
 /// Workers still alive after SIGKILL at stop (stuck in the kernel) are
 /// sent it again this often.
 pub const KILL_AGAIN: Duration = Duration::from_secs(1);
+
+/// Files the file cache keeps per worker.
+pub const CACHE_ENTRIES: usize = 64;
+/// Files up to this size are kept in memory (the UI's HTML, CSS and JS).
+pub const SMALL_BODY: u64 = 12 * 1024;
+/// Memory for kept bodies, per worker.
+pub const BODY_BUDGET: usize = 256 * 1024;
+/// How long "this variant does not exist" is believed.
+pub const ABSENT_FOR: Duration = Duration::from_secs(1);
+
+/// Output buffer size: headers plus a small file body in one write; larger
+/// bodies go out with sendfile(2) after the headers.
+pub const OUT_BUF: usize = 16 * 1024;
+
+/// Buffers of each kind the pool keeps for reuse beyond those in use; the rest are freed.
+pub const POOL_KEEP: usize = 16;
+
+/// How late a deadline may fire.
+pub const TICK: Duration = Duration::from_millis(250);
+
+/// Sets of matching rules whose lines a worker keeps. A site has a handful;
+/// past this, lines are made per response (correct, only slower).
+pub const KEPT_RULE_LINES: usize = 64;
+
+/// Longest chunk-size or trailer line of a chunked body.
+pub const MAX_CHUNK_LINE: usize = 4096;

@@ -12,22 +12,14 @@ use std::fs::{File, Metadata};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nix::fcntl::AtFlags;
 use nix::sys::stat::{FileStat, fstatat};
 
 use crate::http::conditional::Validators;
 use crate::http::header::RuleLines;
-
-/// Entries kept per worker.
-const ENTRIES: usize = 64;
-/// Files up to this size are kept in memory (the UI's HTML, CSS and JS).
-pub const SMALL_BODY: u64 = 12 * 1024;
-/// Memory for kept bodies, per worker.
-const BODY_BUDGET: usize = 256 * 1024;
-/// How long "this variant does not exist" is believed.
-const ABSENT_FOR: Duration = Duration::from_secs(1);
+use crate::limits::{ABSENT_FOR, BODY_BUDGET, CACHE_ENTRIES, SMALL_BODY};
 
 /// What identifies one version of a file.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -201,7 +193,7 @@ impl FileCache {
             let old = entries.remove(i);
             self.forget_body(&old);
         }
-        if entries.len() >= ENTRIES {
+        if entries.len() >= CACHE_ENTRIES {
             if let Some(old) = entries.pop() {
                 self.forget_body(&old);
             }

@@ -1,8 +1,7 @@
 //! Decoding a chunked request body (RFC 9112 section 7.1), byte-exact so
 //! that a pipelined request after it stays intact. Pure: bytes in, data out.
 
-/// Longest chunk-size or trailer line accepted.
-const MAX_LINE: usize = 4096;
+use crate::limits::MAX_CHUNK_LINE;
 
 /// Hex digits in a chunk size: 15 keep it below 2^60, far above any body limit.
 const MAX_DIGITS: u8 = 15;
@@ -93,7 +92,7 @@ impl Decoder {
                 continue;
             }
             self.line += 1;
-            if self.line > MAX_LINE {
+            if self.line > MAX_CHUNK_LINE {
                 return Err(Malformed);
             }
             self.state = self.step(input[i])?;
@@ -235,7 +234,7 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
-        let long = format!("1;{}\r\n", "e".repeat(MAX_LINE));
+        let long = format!("1;{}\r\n", "e".repeat(MAX_CHUNK_LINE));
         assert_eq!(
             Decoder::default().feed(long.as_bytes(), &mut Vec::new()),
             Err(Malformed)

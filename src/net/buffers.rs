@@ -3,14 +3,7 @@
 
 use std::cell::RefCell;
 
-use crate::limits::HEAD_BUF;
-
-/// Output buffer size: headers plus a small file body in one write; larger
-/// bodies go out with sendfile(2) after the headers.
-pub const OUT_BUF: usize = 16 * 1024;
-
-/// Buffers kept for reuse beyond those in use; the rest are freed.
-const KEEP: usize = 16;
+use crate::limits::{HEAD_BUF, OUT_BUF, POOL_KEEP};
 
 #[derive(Default)]
 pub struct Pool {
@@ -28,7 +21,7 @@ impl Pool {
 
     pub fn give_head(&self, b: Box<[u8; HEAD_BUF]>) {
         let mut heads = self.heads.borrow_mut();
-        if heads.len() < KEEP {
+        if heads.len() < POOL_KEEP {
             heads.push(b);
         }
     }
@@ -43,7 +36,7 @@ impl Pool {
     pub fn give_out(&self, mut b: Vec<u8>) {
         let mut outs = self.outs.borrow_mut();
         // A listing may have grown it: keep only buffers of the usual size.
-        if outs.len() < KEEP && b.capacity() <= OUT_BUF * 2 {
+        if outs.len() < POOL_KEEP && b.capacity() <= OUT_BUF * 2 {
             b.clear();
             outs.push(b);
         }

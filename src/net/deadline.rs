@@ -11,14 +11,12 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use async_io::Timer;
 
+use crate::limits::TICK;
 use crate::net::notify::Notify;
-
-/// How late a deadline may fire.
-pub const TICK: Duration = Duration::from_millis(250);
 
 struct Slot {
     at: Instant,

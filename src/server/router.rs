@@ -31,6 +31,7 @@ use crate::http::range::{self, Ranged};
 use crate::http::request::{Field, Method, Request};
 use crate::http::response::{self, Body, ContentRange, Response, StatusHeader};
 use crate::http::status::Status;
+use crate::limits::KEPT_RULE_LINES;
 use crate::policy::access::{self, Verdict};
 use crate::policy::auth::{self, Auth, Decision};
 use crate::policy::rules::Matched;
@@ -45,10 +46,6 @@ pub struct Site {
     /// allocation per response.
     rule_lines: RefCell<Vec<(Matched, Rc<RuleLines>)>>,
 }
-
-/// Sets of matching rules whose lines a worker keeps. A site has a handful;
-/// past this, lines are made per response (correct, only slower).
-const KEPT_RULE_LINES: usize = 64;
 
 impl Site {
     pub fn new(config: &'static Config) -> Site {
