@@ -377,3 +377,17 @@ fn a_reload_lets_kept_alive_clients_finish() {
         .contains(&old[0])));
     s.assert_healthy();
 }
+
+#[test]
+fn syslog_in_the_file_still_reports_start_errors_on_stderr() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = TempDir::new("syslog");
+    let conf = dir.write("m.conf", format!("syslog on\nroot /tmp\nlisten {addr}\n"));
+    let (code, _, err) = run(&["--config", conf.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    let (code, _, err) = run(&["--config", conf.to_str().unwrap(), "--syslog=on"]);
+    assert_ne!(code, 0);
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+}

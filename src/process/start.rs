@@ -31,20 +31,19 @@ pub fn main() -> ExitCode {
         }
     };
     logging::init(config.syslog, config.log_level);
+    // Whoever started the server watches stderr for why it did not start,
+    // whether syslog was set in the file or by a flag.
+    let syslog = config.syslog;
     match start(config) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             log::error!("{e}");
-            if config_logs_to_syslog() {
+            if syslog {
                 eprintln!("marmoset: {e}");
             }
             ExitCode::from(EXIT_START)
         }
     }
-}
-
-fn config_logs_to_syslog() -> bool {
-    std::env::args().any(|a| a == "--syslog")
 }
 
 /// Binds, detaches, drops privileges and hands over to the supervisor.
