@@ -391,3 +391,25 @@ fn syslog_in_the_file_still_reports_start_errors_on_stderr() {
     assert_ne!(code, 0);
     assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
 }
+
+#[test]
+fn arguments_without_dashes_are_reported_as_typed() {
+    let (code, _, err) = run(&["help"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with("marmoset: help: unexpected argument") && err.contains("--help"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["-x"]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("marmoset: -x: "), "{err}");
+    let (code, out, _) = run(&["-h"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("--root DIR"), "{out}");
+    let (code, out, _) = run(&["-V"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out.trim(),
+        format!("marmoset {}", env!("CARGO_PKG_VERSION"))
+    );
+}

@@ -42,7 +42,7 @@ Every setting of the config file is also a flag: `key value` in the file is
   --index NAMES          directory index files (default index.html)
   --symlinks inside|anywhere   where symlinks may lead (default inside the root)
   --check-config         validate the configuration and exit
-  --help, --version
+  --help, -h / --version, -V
 
 Signals: TERM/INT stop gracefully, HUP reopens the access log and reloads the config.
 ";
@@ -118,11 +118,20 @@ fn split_flags(
     let mut out = Vec::new();
     let mut args = args.into_iter().skip(1).peekable();
     while let Some(arg) = args.next() {
-        let arg = arg
-            .into_string()
-            .map_err(|_| flag_err("?", "argument is not UTF-8"))?;
-        let Some(flag) = arg.strip_prefix("--") else {
-            return Err(flag_err(&arg, "unexpected argument (flags start with --)"));
+        let arg = arg.into_string().map_err(|a| ConfigError {
+            origin: Origin::Argument,
+            key: a.to_string_lossy().into_owned(),
+            problem: "argument is not UTF-8".into(),
+        })?;
+        // The short forms users try first.
+        let flag = match arg.as_str() {
+            "-h" => "help",
+            "-V" => "version",
+            _ => arg.strip_prefix("--").ok_or_else(|| ConfigError {
+                origin: Origin::Argument,
+                key: arg.clone(),
+                problem: "unexpected argument (flags start with --; see marmoset --help)".into(),
+            })?,
         };
         if let Some((k, v)) = flag.split_once('=') {
             out.push((k.to_string(), v.to_string()));

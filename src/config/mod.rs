@@ -85,8 +85,13 @@ impl Default for Config {
 /// Where a setting came from, so an error can point at it.
 #[derive(Debug, Clone)]
 pub enum Origin {
-    File { path: PathBuf, line: usize },
+    File {
+        path: PathBuf,
+        line: usize,
+    },
     Flag,
+    /// A command-line argument that is not a `--flag`, named as typed.
+    Argument,
 }
 
 #[derive(Debug)]
@@ -111,6 +116,7 @@ impl fmt::Display for ConfigError {
                 )
             }
             Origin::Flag => write!(f, "--{}: {}", self.key, self.problem),
+            Origin::Argument => write!(f, "{}: {}", self.key, self.problem),
         }
     }
 }
