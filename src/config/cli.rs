@@ -12,40 +12,34 @@ pub enum Action {
     Print(String),
 }
 
-pub const HELP: &str = "\
-Usage: marmoset [OPTIONS]
+/// The usage text: every setting of `config::SETTINGS`, by group.
+pub fn help() -> String {
+    let mut out = String::from(
+        "Usage: marmoset [OPTIONS]
 
 Serves a directory over HTTP/1.1: a small, static server for device web UIs.
 
 Every setting of the config file is also a flag: `key value` in the file is
-`--key value` here, and flags win over the file.
+`--key value` here, and flags win over the file. Switches (chroot, daemon,
+listing, syslog) need no value on the command line.
 
-  --config FILE          config file (default /etc/marmoset/marmoset.conf, if it exists)
-  --root DIR             document root (default /www)
-  --listen ADDR:PORT     address to listen on; repeat for more (default 0.0.0.0:80, [::]:80)
-  --workers N            worker processes (default 1)
-  --user NAME            drop privileges to this user after binding
-  --group NAME           ... and this group (default: the user's group)
-  --chroot               chroot into the root after binding
-  --daemon               detach from the terminal (with --pidfile, for SysV scripts)
-  --pidfile FILE         write the server's pid here
-  --syslog               log to syslog (facility daemon) instead of stderr
-  --log-level LEVEL      error, warn, info (default) or debug
-  --access-log WHERE     off (default), syslog, or a file (Common Log Format)
-  --server-name NAME     Server header value, or `off` to send none
-  --max-connections N    open connections per server (default 1024)
-  --header-timeout S     seconds to receive a request head (default 10)
-  --keepalive-timeout S  seconds an idle connection is kept (default 15)
-  --send-timeout S       seconds a send may stall (default 30)
-  --max-requests N       requests per connection (default 1000)
-  --grace S              seconds in-flight responses get at stop (default 5)
-  --index NAMES          directory index files (default index.html)
-  --symlinks inside|anywhere   where symlinks may lead (default inside the root)
-  --check-config         validate the configuration and exit
+  --config FILE                config file (default /etc/marmoset/marmoset.conf, if it exists)
+  --check-config               validate the configuration and exit
   --help, -h / --version, -V
-
-Signals: TERM/INT stop gracefully, HUP reopens the access log and reloads the config.
-";
+",
+    );
+    for (group, keys) in config::SETTINGS {
+        out.push_str(&format!("\n{group}:\n"));
+        for (key, arg, what) in *keys {
+            let flag = format!("--{key} {arg}");
+            out.push_str(&format!("  {flag:<28} {what}\n"));
+        }
+    }
+    out.push_str(
+        "\nSignals: TERM/INT stop gracefully, HUP reopens the access log and reloads the config.\n",
+    );
+    out
+}
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Action, ConfigError> {
     let flags = split_flags(args)?;
@@ -54,7 +48,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Action, ConfigE
     let mut settings = Vec::new();
     for (key, value) in flags {
         match key.as_str() {
-            "help" => return Ok(Action::Print(HELP.to_string())),
+            "help" => return Ok(Action::Print(help())),
             "version" => {
                 return Ok(Action::Print(format!(
                     "marmoset {}\n",
@@ -218,5 +212,26 @@ mod tests {
                 .unwrap_err()
                 .starts_with("/nonexistent/m.conf: cannot read")
         );
+    }
+
+    #[test]
+    fn help_lists_every_setting_the_applier_takes() {
+        let text = help();
+        let mut c = Config::default();
+        let mut applier = Applier::new(&mut c);
+        for (_, keys) in config::SETTINGS {
+            for (key, _, _) in *keys {
+                assert!(
+                    text.contains(&format!("  --{key} ")),
+                    "--{key} not in --help"
+                );
+                // Any value: what matters is that the key is known.
+                if let Err(e) = applier.apply(key, "", &Origin::Flag) {
+                    assert_ne!(e.problem, "unknown setting", "--{key}");
+                }
+            }
+        }
+        let e = applier.apply("bogus", "1", &Origin::Flag).unwrap_err();
+        assert_eq!(e.problem, "unknown setting");
     }
 }

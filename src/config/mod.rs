@@ -121,6 +121,156 @@ impl fmt::Display for ConfigError {
     }
 }
 
+/// `(key, argument, what it does and its default)`.
+pub type Setting = (&'static str, &'static str, &'static str);
+
+/// Every setting, grouped and in the order `--help` lists them. The Applier
+/// refuses any key not listed here, so the help cannot miss one.
+pub const SETTINGS: &[(&str, &[Setting])] = &[
+    (
+        "Listening and files",
+        &[
+            (
+                "listen",
+                "ADDR:PORT",
+                "address to listen on; repeatable (default 0.0.0.0:80, [::]:80)",
+            ),
+            ("root", "DIR", "document root (default /www)"),
+            (
+                "index",
+                "NAMES",
+                "directory index files (default index.html)",
+            ),
+            (
+                "symlinks",
+                "inside|anywhere",
+                "where symlinks may lead (default inside)",
+            ),
+            ("listing", "", "HTML directory listings (default off)"),
+        ],
+    ),
+    (
+        "Connections and timeouts",
+        &[
+            ("workers", "N", "worker processes (default 1)"),
+            (
+                "max-connections",
+                "N",
+                "open connections, all workers (default 1024)",
+            ),
+            (
+                "header-timeout",
+                "S",
+                "seconds to receive a request head (default 10)",
+            ),
+            (
+                "keepalive-timeout",
+                "S",
+                "seconds an idle connection is kept (default 15)",
+            ),
+            ("send-timeout", "S", "seconds a send may stall (default 30)"),
+            (
+                "max-requests",
+                "N",
+                "requests per connection (default 1000)",
+            ),
+            (
+                "grace",
+                "S",
+                "seconds in-flight responses get at stop (default 5)",
+            ),
+        ],
+    ),
+    (
+        "Process and logging",
+        &[
+            ("user", "NAME", "drop privileges to this user after binding"),
+            ("group", "NAME", "... and this group (default: the user's)"),
+            ("chroot", "", "chroot into the root after binding"),
+            ("daemon", "", "detach from the terminal (for SysV scripts)"),
+            ("pidfile", "FILE", "write the server's pid here"),
+            ("syslog", "", "log to syslog (facility daemon), not stderr"),
+            ("log-level", "LEVEL", "error, warn, info (default) or debug"),
+            ("access-log", "WHERE", "off (default), syslog, or a file"),
+            (
+                "server-name",
+                "NAME",
+                "Server header, `off` for none (default marmoset)",
+            ),
+        ],
+    ),
+    (
+        "Per-path rules (PATTERN: `*` wildcard; with a `/` the whole path; `@hashed`)",
+        &[
+            (
+                "cache",
+                "PATTERN VALUE",
+                "Cache-Control, `off` for none; first match wins",
+            ),
+            (
+                "header",
+                "PATTERN NAME: VALUE",
+                "add or replace a header; `-NAME` removes",
+            ),
+            (
+                "redirect",
+                "FROM TO [STATUS]",
+                "path or /prefix/*; 301, 302 (default), 307, 308",
+            ),
+            (
+                "error-page",
+                "STATUS /PATH",
+                "custom page for an error status",
+            ),
+            (
+                "spa-fallback",
+                "/PATH",
+                "for missing paths without extension (default off)",
+            ),
+        ],
+    ),
+    (
+        "CGI",
+        &[
+            (
+                "cgi-prefix",
+                "/PREFIX/",
+                "where scripts live; repeatable; `off` (default /cgi-bin/)",
+            ),
+            (
+                "cgi-interpreter",
+                ".EXT PATH",
+                "interpreter by extension (default .sh /bin/sh)",
+            ),
+            ("cgi-timeout", "S", "script timeout, 504 after (default 30)"),
+            ("cgi-max", "N", "scripts at once, 503 beyond (default 8)"),
+            (
+                "cgi-max-body",
+                "BYTES",
+                "request body limit, 413 beyond (default 1048576)",
+            ),
+        ],
+    ),
+    (
+        "Access control (first matching rule wins)",
+        &[
+            (
+                "auth",
+                "PREFIX \"REALM\" FILE",
+                "Basic auth, users from an htpasswd file",
+            ),
+            ("allow", "PREFIX BLOCK", "by address or CIDR, or `all`"),
+            ("deny", "PREFIX BLOCK", "by address or CIDR, or `all`"),
+        ],
+    ),
+];
+
+fn is_setting(key: &str) -> bool {
+    SETTINGS
+        .iter()
+        .any(|(_, keys)| keys.iter().any(|(k, _, _)| *k == key))
+}
+
 /// Keys that take no value on the command line (`--syslog` means `syslog on`).
 pub fn is_switch(key: &str) -> bool {
     matches!(key, "chroot" | "daemon" | "syslog" | "listing")
@@ -151,6 +301,9 @@ impl<'a> Applier<'a> {
             key: key.to_string(),
             problem,
         };
+        if !is_setting(key) {
+            return Err(err("unknown setting".into()));
+        }
         if is_list(key) && !self.lists_seen.contains(&"listen") {
             self.lists_seen.push("listen");
             self.config.listen.clear();
