@@ -87,25 +87,32 @@ pub struct Identity {
     name: String,
 }
 
+/// Which of the two names a lookup failed on.
+#[derive(Debug, PartialEq)]
+pub enum Name {
+    User,
+    Group,
+}
+
 /// Looks the user and group up now, while /etc/passwd is still reachable.
 pub fn resolve_identity(
     user: Option<&str>,
     group: Option<&str>,
-) -> Result<Option<Identity>, String> {
+) -> Result<Option<Identity>, (Name, String)> {
     let Some(user) = user else {
         if group.is_some() {
-            return Err("`group` needs `user` as well".into());
+            return Err((Name::Group, "needs `user` as well".into()));
         }
         return Ok(None);
     };
     let u = User::from_name(user)
-        .map_err(|e| format!("user {user}: {e}"))?
-        .ok_or(format!("no user named {user}"))?;
+        .map_err(|e| (Name::User, format!("cannot look up `{user}`: {e}")))?
+        .ok_or_else(|| (Name::User, format!("no such user `{user}`")))?;
     let gid = match group {
         Some(g) => {
             Group::from_name(g)
-                .map_err(|e| format!("group {g}: {e}"))?
-                .ok_or(format!("no group named {g}"))?
+                .map_err(|e| (Name::Group, format!("cannot look up `{g}`: {e}")))?
+                .ok_or_else(|| (Name::Group, format!("no such group `{g}`")))?
                 .gid
         }
         None => u.gid,

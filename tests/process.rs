@@ -163,7 +163,10 @@ fn drops_privileges_after_binding() {
         "no-such-user-here",
     ]);
     assert_eq!(code, 1);
-    assert!(err.contains("no user named no-such-user-here"), "{err}");
+    assert!(
+        err.contains("--user: no such user `no-such-user-here`"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -411,5 +414,38 @@ fn arguments_without_dashes_are_reported_as_typed() {
     assert_eq!(
         out.trim(),
         format!("marmoset {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn an_unknown_user_or_group_is_named_by_file_and_line() {
+    let dir = TempDir::new("user");
+    let conf = dir.write("m.conf", "root /tmp\nlisten 127.0.0.1:0\nuser nosuchuser\n");
+    let c = conf.to_str().unwrap();
+    let want = format!("{c}:3: user: no such user `nosuchuser`");
+    let (code, _, err) = run(&["--config", c, "--check-config"]);
+    assert_eq!(code, 2);
+    assert!(err.contains(&want), "{err}");
+    let (code, _, err) = run(&["--config", c]);
+    assert_ne!(code, 0);
+    assert!(err.contains(&want), "{err}");
+    let (code, _, err) = run(&[
+        "--config",
+        "/dev/null",
+        "--user",
+        "nosuchuser",
+        "--check-config",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--user: no such user `nosuchuser`"), "{err}");
+    let conf = dir.write("g.conf", "user root\ngroup nosuchgroup\n");
+    let (code, _, err) = run(&["--config", conf.to_str().unwrap(), "--check-config"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(&format!(
+            "{}:2: group: no such group `nosuchgroup`",
+            conf.display()
+        )),
+        "{err}"
     );
 }

@@ -25,6 +25,9 @@ pub struct Config {
     pub workers: usize,
     pub user: Option<String>,
     pub group: Option<String>,
+    /// Where `user` and `group` were set: they are looked up only at start.
+    pub user_origin: Option<Origin>,
+    pub group_origin: Option<Origin>,
     pub chroot: bool,
     pub daemon: bool,
     pub pidfile: Option<PathBuf>,
@@ -59,6 +62,8 @@ impl Default for Config {
             workers: 1,
             user: None,
             group: None,
+            user_origin: None,
+            group_origin: None,
             chroot: false,
             daemon: false,
             pidfile: None,
@@ -313,8 +318,14 @@ impl<'a> Applier<'a> {
             "listen" => c.listen.push(parse_addr(value).map_err(err)?),
             "root" => c.root = parse_path(value).map_err(err)?,
             "workers" => c.workers = parse_range(value, 1, 64).map_err(err)?,
-            "user" => c.user = parse_name(value).map_err(err)?,
-            "group" => c.group = parse_name(value).map_err(err)?,
+            "user" => {
+                c.user = parse_name(value).map_err(err)?;
+                c.user_origin = Some(origin.clone());
+            }
+            "group" => {
+                c.group = parse_name(value).map_err(err)?;
+                c.group_origin = Some(origin.clone());
+            }
             "chroot" => c.chroot = parse_bool(value).map_err(err)?,
             "daemon" => c.daemon = parse_bool(value).map_err(err)?,
             "pidfile" => c.pidfile = Some(parse_path(value).map_err(err)?),

@@ -4,9 +4,9 @@
 use std::os::fd::OwnedFd;
 use std::process::ExitCode;
 
-use crate::config::Config;
 use crate::config::cli;
 use crate::config::cli::Action;
+use crate::config::{Config, ConfigError, Origin};
 use crate::logs::logger as logging;
 use crate::process::supervisor;
 use crate::sys;
@@ -48,7 +48,7 @@ pub fn main() -> ExitCode {
 
 /// Binds, detaches, drops privileges and hands over to the supervisor.
 fn start(mut config: Config) -> Result<u8, String> {
-    let identity = sys::resolve_identity(config.user.as_deref(), config.group.as_deref())?;
+    let identity = identity(&config).map_err(|e| e.to_string())?;
     sys::block_signals().map_err(|e| format!("signals: {e}"))?;
     sys::raise_fd_limit(config.max_connections);
     let sockets = bind_all(&config)?;
@@ -93,8 +93,25 @@ fn bind_all(config: &Config) -> Result<Vec<Vec<OwnedFd>>, String> {
     Ok(per_worker)
 }
 
+/// Looks the user and group up; an error names where the name was set.
+fn identity(config: &Config) -> Result<Option<sys::Identity>, ConfigError> {
+    sys::resolve_identity(config.user.as_deref(), config.group.as_deref()).map_err(
+        |(name, problem)| {
+            let (key, origin) = match name {
+                sys::Name::User => ("user", &config.user_origin),
+                sys::Name::Group => ("group", &config.group_origin),
+            };
+            ConfigError {
+                origin: origin.clone().unwrap_or(Origin::Flag),
+                key: key.into(),
+                problem,
+            }
+        },
+    )
+}
+
 fn check_config(config: &Config) -> ExitCode {
-    if let Err(e) = sys::resolve_identity(config.user.as_deref(), config.group.as_deref()) {
+    if let Err(e) = identity(config) {
         eprintln!("marmoset: {e}");
         return ExitCode::from(EXIT_CONFIG);
     }

@@ -186,6 +186,8 @@ impl Supervisor {
         new.workers = old.workers;
         new.user.clone_from(&old.user);
         new.group.clone_from(&old.group);
+        new.user_origin.clone_from(&old.user_origin);
+        new.group_origin.clone_from(&old.group_origin);
         new.chroot = old.chroot;
         if old.chroot {
             new.root.clone_from(&old.root);
