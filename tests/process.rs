@@ -449,3 +449,25 @@ fn an_unknown_user_or_group_is_named_by_file_and_line() {
         "{err}"
     );
 }
+
+#[test]
+fn a_missing_htpasswd_file_is_a_config_error() {
+    let dir = TempDir::new("htpasswd");
+    let conf = dir.write(
+        "m.conf",
+        "root /tmp\nlisten 127.0.0.1:0\nauth /admin/ \"Admin\" /nonexistent/htpasswd\n",
+    );
+    let c = conf.to_str().unwrap();
+    for args in [&["--config", c, "--check-config"][..], &["--config", c]] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("{c}:3: auth: ")) && err.contains("/nonexistent/htpasswd"),
+            "{err}"
+        );
+    }
+    let conf = dir.write("d.conf", "auth /admin/ \"Admin\" /tmp\n");
+    let (code, _, err) = run(&["--config", conf.to_str().unwrap(), "--check-config"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("d.conf:1: auth: "), "{err}");
+}

@@ -375,7 +375,11 @@ impl<'a> Applier<'a> {
             "deny" => c
                 .access
                 .push(access::parse_rule(access::Verdict::Deny, value).map_err(err)?),
-            "auth" => c.realms.push(auth::parse_realm(value).map_err(err)?),
+            "auth" => {
+                let realm = auth::parse_realm(value).map_err(err)?;
+                auth::check_file(&realm.file).map_err(err)?;
+                c.realms.push(realm);
+            }
             _ => {
                 if !c.rules.apply(key, value).map_err(err)?
                     && !c.cgi.apply(key, value).map_err(err)?

@@ -9,7 +9,7 @@ use std::hash::{BuildHasher, Hasher, RandomState};
 use std::io::Write;
 use std::net::IpAddr;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -59,6 +59,21 @@ pub fn parse_realm(value: &str) -> Result<Realm, String> {
         name: name.into(),
         file: PathBuf::from(file),
     })
+}
+
+/// Checks that a realm's htpasswd file can be read, so that a typo is a
+/// config error rather than a realm nobody can log in to. Regular files
+/// only: opening a FIFO or a device could block or have effects.
+pub fn check_file(path: &Path) -> Result<(), String> {
+    let cannot = |e: std::io::Error| format!("htpasswd file {}: {e}", path.display());
+    if !std::fs::metadata(path).map_err(cannot)?.is_file() {
+        return Err(format!(
+            "htpasswd file {}: not a regular file",
+            path.display()
+        ));
+    }
+    std::fs::File::open(path).map_err(cannot)?;
+    Ok(())
 }
 
 /// What a request under a realm gets.
