@@ -1,10 +1,10 @@
 //! The Unix calls: listening sockets, privileges, daemonising, signals,
 //! sendfile. Everything here goes through `nix`.
 
-use std::io;
+use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrStorage, sockopt};
@@ -217,10 +217,58 @@ pub fn die_with_parent() {
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
 }
 
+/// The pid file, with the descriptor it was written through (as root,
+/// usually), kept to empty it at stop when it can no longer be removed.
+pub struct Pidfile {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
 /// Writes the pid file (for SysV scripts and start-stop-daemon).
-pub fn write_pidfile(path: &Path) -> Result<(), String> {
-    std::fs::write(path, format!("{}\n", std::process::id()))
-        .map_err(|e| format!("pidfile {}: {e}", path.display()))
+pub fn write_pidfile(path: &Path) -> Result<Pidfile, String> {
+    let failed = |e: io::Error| format!("pidfile {}: {e}", path.display());
+    let mut file = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(failed)?;
+    file.write_all(format!("{}\n", std::process::id()).as_bytes())
+        .map_err(failed)?;
+    Ok(Pidfile {
+        path: path.to_path_buf(),
+        file,
+    })
+}
+
+impl Pidfile {
+    /// Removes the file at stop. After dropping privileges its directory is
+    /// often not writable any more: then it is emptied through the kept
+    /// descriptor, so that it names no process (as lighttpd does).
+    pub fn remove(self) {
+        // Another instance may have written its own pid since: leave that.
+        // The path may be unreadable to the user we became (a strict umask):
+        // then through the descriptor.
+        let text = std::fs::read(&self.path).or_else(|_| {
+            let mut buf = vec![0; 32];
+            let n = std::os::unix::fs::FileExt::read_at(&self.file, &mut buf, 0)?;
+            buf.truncate(n);
+            Ok::<_, io::Error>(buf)
+        });
+        let ours = text.is_ok_and(|p| p.trim_ascii() == std::process::id().to_string().as_bytes());
+        if !ours {
+            return;
+        }
+        if std::fs::remove_file(&self.path).is_err() {
+            if let Err(e) = self.file.set_len(0) {
+                log::warn!(
+                    "pidfile {}: cannot remove or empty it: {e}",
+                    self.path.display()
+                );
+            }
+        }
+    }
 }
 
 /// Raises the soft descriptor limit so the connection limit can be reached

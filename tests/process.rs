@@ -471,3 +471,69 @@ fn a_missing_htpasswd_file_is_a_config_error() {
     assert_eq!(code, 2);
     assert!(err.contains("d.conf:1: auth: "), "{err}");
 }
+
+/// Starts a daemon writing `pidfile`, stops it with SIGTERM and waits (with
+/// a deadline) until it is gone; what is left of the pidfile, if anything.
+fn pidfile_after_stop(pidfile: &std::path::Path, extra: &[&str]) -> Option<String> {
+    let root = TempDir::new("pidroot");
+    root.write("index.html", "p");
+    let status = command()
+        .args([
+            "--config",
+            "/dev/null",
+            "--daemon",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--root")
+        .arg(root.path())
+        .arg("--pidfile")
+        .arg(pidfile)
+        .args(extra)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(pidfile).is_ok_and(|p| p.ends_with('\n'))
+    }));
+    let pid: i32 = std::fs::read_to_string(pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    Command::new("kill").arg(pid.to_string()).status().unwrap();
+    // Gone, or a zombie waiting for an init that does not reap.
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                || proc_status(pid, "State").is_some_and(|s| s.starts_with('Z'))
+        }),
+        "the daemon did not stop"
+    );
+    std::fs::read_to_string(pidfile).ok()
+}
+
+#[test]
+fn the_pidfile_is_removed_at_stop() {
+    let dir = TempDir::new("pidfile");
+    let pidfile = dir.path().join("m.pid");
+    assert_eq!(pidfile_after_stop(&pidfile, &[]), None);
+}
+
+#[test]
+fn the_pidfile_names_no_process_at_stop_after_dropping_privileges() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    // Root's directory: the user the server becomes cannot remove the file.
+    let dir = TempDir::new("pidfile-user");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pidfile = dir.path().join("m.pid");
+    let left = pidfile_after_stop(&pidfile, &["--user", "nobody"]);
+    assert!(
+        left.as_deref().is_none_or(str::is_empty),
+        "left behind: {left:?}"
+    );
+}

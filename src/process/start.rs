@@ -61,16 +61,22 @@ fn start(mut config: Config) -> Result<u8, String> {
     if config.daemon {
         sys::daemonize()?;
     }
-    if let Some(p) = &config.pidfile {
-        sys::write_pidfile(p)?;
-    }
+    let pidfile = match &config.pidfile {
+        Some(p) => Some(sys::write_pidfile(p)?),
+        None => None,
+    };
     let chroot = config.chroot.then(|| config.root.clone());
-    sys::drop_privileges(identity.as_ref(), chroot.as_deref())?;
+    if let Err(e) = sys::drop_privileges(identity.as_ref(), chroot.as_deref()) {
+        if let Some(p) = pidfile {
+            p.remove();
+        }
+        return Err(e);
+    }
     if chroot.is_some() {
         config.root = "/".into();
     }
     log::info!("marmoset {} started", env!("CARGO_PKG_VERSION"));
-    Ok(supervisor::Supervisor::new(config, sockets).run() as u8)
+    Ok(supervisor::Supervisor::new(config, sockets, pidfile).run() as u8)
 }
 
 /// One listening socket per address, shared by every worker (each holds a

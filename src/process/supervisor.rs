@@ -27,21 +27,36 @@ pub struct Supervisor {
     retiring: Vec<Pid>,
     /// Slots waiting to be restarted, with when.
     respawn: Vec<(usize, Instant)>,
+    /// Removed (or emptied) when the supervisor returns.
+    pidfile: Option<sys::Pidfile>,
 }
 
 impl Supervisor {
-    pub fn new(config: Config, sockets: Vec<Vec<OwnedFd>>) -> Supervisor {
+    pub fn new(
+        config: Config,
+        sockets: Vec<Vec<OwnedFd>>,
+        pidfile: Option<sys::Pidfile>,
+    ) -> Supervisor {
         Supervisor {
             config,
             sockets,
             workers: Vec::new(),
             retiring: Vec::new(),
             respawn: Vec::new(),
+            pidfile,
         }
     }
 
     /// Runs until stopped; returns the process exit status.
     pub fn run(mut self) -> i32 {
+        let code = self.serve();
+        if let Some(p) = self.pidfile.take() {
+            p.remove();
+        }
+        code
+    }
+
+    fn serve(&mut self) -> i32 {
         let signals = match SignalFd::with_flags(&sys::handled_signals(), SfdFlags::SFD_CLOEXEC) {
             Ok(s) => s,
             Err(e) => {
