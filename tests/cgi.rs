@@ -495,3 +495,49 @@ fn a_relative_root_runs_scripts() {
     let want = format!("DOCUMENT_ROOT={}\n", parent.join(&name).display());
     assert!(env.contains(&want), "{env}");
 }
+
+/// A POST whose body stops short while its script answers with a local
+/// redirect: the rest of the body, arriving later, is never taken for a
+/// request of its own.
+#[test]
+fn a_body_left_unread_after_a_local_redirect_closes_the_connection() {
+    let root = cgi_root();
+    script(
+        &root,
+        "mark",
+        "printf 'Content-Type: text/plain\\n\\nmarked-by-smuggled-request'\n",
+    );
+    let s = Server::start_in(root, &["--cgi-timeout", "2"]);
+    let mut c = s.connect();
+    c.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    let smuggled = "GET /cgi-bin/mark?SMUGGLED HTTP/1.1\r\nHost: t\r\n\r\n";
+    let body_rest = format!("{smuggled}{}", " ".repeat(190 - smuggled.len()));
+    c.write_all(b"POST /cgi-bin/local HTTP/1.1\r\nHost: t\r\nContent-Length: 200\r\n\r\n0123456789")
+        .unwrap();
+    let first = read_response(&mut c, false);
+    let _ = c.write_all(body_rest.as_bytes());
+    let rest = read_to_close(&mut c);
+    assert!(
+        !rest.contains("marked-by-smuggled-request"),
+        "first: {:?}, then: {rest}",
+        first.map(|r| r.status)
+    );
+    s.assert_healthy();
+}
+
+/// A failing script answers in the request's version: an HTTP/1.0
+/// keep-alive request is told the connection stays open, and it does.
+#[test]
+fn a_failing_script_answers_http10_keep_alive_in_kind() {
+    let s = start(&[]);
+    let mut c = s.connect();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"GET /cgi-bin/bad HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c, false).expect("an answer");
+    assert_eq!(r.status, 502);
+    assert_eq!(r.header("connection"), Some("keep-alive"), "{:?}", r.headers);
+    c.write_all(b"GET /index.html HTTP/1.0\r\n\r\n").unwrap();
+    let again = read_response(&mut c, false).expect("the connection went on");
+    assert_eq!(again.status, 200);
+}

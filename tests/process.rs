@@ -295,6 +295,34 @@ fn access_log_in_common_log_format_reopened_on_sighup() {
     }));
 }
 
+/// Every answered request is logged with its real request line: after
+/// empty lines, and when its head is refused.
+#[test]
+fn refused_heads_and_leading_empty_lines_are_logged() {
+    let logdir = TempDir::new("access");
+    let log = logdir.path().join("access.log");
+    let s = Server::start(&["--access-log", log.to_str().unwrap()]);
+    s.raw(b"\r\nGET /after-crlf HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    s.raw(b"GET /bad-head HTTP/1.1\r\nHost: t\r\nNo colon here\r\n\r\n");
+    let long = format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "x".repeat(5000));
+    s.raw(long.as_bytes());
+    let many: String = (0..60).map(|i| format!("X-{i}: v\r\n")).collect();
+    s.raw(format!("GET /many-headers HTTP/1.1\r\nHost: t\r\n{many}\r\n").as_bytes());
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let want = [
+        "\"GET /after-crlf HTTP/1.1\" 404 ",
+        "\"GET /bad-head HTTP/1.1\" 400 ",
+        "\"GET /xxxxxxxx",
+        "\"GET /many-headers HTTP/1.1\" 431 ",
+    ];
+    assert!(
+        wait_until(Duration::from_secs(5), || want.iter().all(|w| read().contains(w))),
+        "{}",
+        read()
+    );
+    assert!(read().contains(" HTTP/1.1\" 414 "), "{}", read());
+}
+
 #[test]
 fn sighup_rereads_the_config_and_keeps_serving() {
     let dir = TempDir::new("reload");

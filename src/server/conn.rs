@@ -221,12 +221,18 @@ impl Conn {
     /// Keeps the first line of the buffered request for the access log.
     fn keep_request_line(&mut self) {
         self.request_line = self.w.access_log.borrow().enabled().then(|| {
+            // Empty lines before a request line are allowed (RFC 9112 2.2).
             let bytes = self.input.bytes();
-            let end = bytes
+            let start = bytes
+                .iter()
+                .position(|&b| b != b'\r' && b != b'\n')
+                .unwrap_or(bytes.len());
+            let line = &bytes[start..];
+            let end = line
                 .iter()
                 .position(|&b| b == b'\r' || b == b'\n')
-                .unwrap_or(bytes.len());
-            bytes[..end].to_vec()
+                .unwrap_or(line.len());
+            line[..end].to_vec()
         });
     }
 
