@@ -80,3 +80,7 @@ pub const KEPT_RULE_LINES: usize = 64;
 
 /// Longest chunk-size or trailer line of a chunked body.
 pub const MAX_CHUNK_LINE: usize = 4096;
+
+/// Local redirects (`Location: /path` from a script) followed for one
+/// request; a loop of scripts redirecting to each other ends in a 500.
+pub const MAX_LOCAL_REDIRECTS: u32 = 5;

@@ -512,8 +512,10 @@ fn a_body_left_unread_after_a_local_redirect_closes_the_connection() {
     c.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
     let smuggled = "GET /cgi-bin/mark?SMUGGLED HTTP/1.1\r\nHost: t\r\n\r\n";
     let body_rest = format!("{smuggled}{}", " ".repeat(190 - smuggled.len()));
-    c.write_all(b"POST /cgi-bin/local HTTP/1.1\r\nHost: t\r\nContent-Length: 200\r\n\r\n0123456789")
-        .unwrap();
+    c.write_all(
+        b"POST /cgi-bin/local HTTP/1.1\r\nHost: t\r\nContent-Length: 200\r\n\r\n0123456789",
+    )
+    .unwrap();
     let first = read_response(&mut c, false);
     let _ = c.write_all(body_rest.as_bytes());
     let rest = read_to_close(&mut c);
@@ -536,8 +538,51 @@ fn a_failing_script_answers_http10_keep_alive_in_kind() {
         .unwrap();
     let r = read_response(&mut c, false).expect("an answer");
     assert_eq!(r.status, 502);
-    assert_eq!(r.header("connection"), Some("keep-alive"), "{:?}", r.headers);
+    assert_eq!(
+        r.header("connection"),
+        Some("keep-alive"),
+        "{:?}",
+        r.headers
+    );
     c.write_all(b"GET /index.html HTTP/1.0\r\n\r\n").unwrap();
     let again = read_response(&mut c, false).expect("the connection went on");
     assert_eq!(again.status, 200);
+}
+
+/// A script's local redirect is routed like a request for its target:
+/// auth and address rules apply, a script there runs (as a GET), and a
+/// loop of redirects ends.
+#[test]
+fn a_local_redirect_goes_through_the_whole_pipeline() {
+    let root = cgi_root();
+    root.write("admin/secret.html", "admin secret\n");
+    root.write("private/secret.html", "private secret\n");
+    for (name, to) in [
+        ("to-admin", "/admin/secret.html"),
+        ("to-private", "/private/secret.html"),
+        ("to-env", "/cgi-bin/env?from=redirect"),
+        ("loop", "/cgi-bin/loop"),
+    ] {
+        script(&root, name, &format!("printf 'Location: {to}\\n\\n'\n"));
+    }
+    let htpasswd = root.write("../htpasswd", "owner:$1$abcdefgh$0123456789012345678901\n");
+    let realm = format!("/admin/ \"Device\" {}", htpasswd.display());
+    let s = Server::start_in(root, &["--auth", &realm, "--deny", "/private/ all"]);
+    let r = s.get("/cgi-bin/to-admin", &[]);
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert!(!r.text().contains("admin secret"));
+    let r = s.get("/cgi-bin/to-private", &[]);
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(!r.text().contains("private secret"));
+    let out = s.raw(b"POST /cgi-bin/to-env HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc");
+    assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+    assert!(
+        out.contains("REQUEST_METHOD=GET\n"),
+        "the script ran as a GET: {out}"
+    );
+    assert!(out.contains("QUERY_STRING=from=redirect\n"), "{out}");
+    assert!(!out.contains("CONTENT_LENGTH="), "{out}");
+    let r = s.get("/cgi-bin/loop", &[]);
+    assert_eq!(r.status, 500);
+    s.assert_healthy();
 }

@@ -26,6 +26,7 @@ use crate::net::sock::{End, Sock};
 
 /// The request body for the script: bytes already read and what is still
 /// on the socket.
+#[derive(Default)]
 pub struct ScriptInput {
     pub buffered: Vec<u8>,
     pub on_socket: u64,

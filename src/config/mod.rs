@@ -87,6 +87,42 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// Error pages and the SPA fallback are served to anyone who meets an
+    /// error or asks for an app route, as files: none may live where a rule
+    /// restricts who sees it, nor where a script's source would be served.
+    fn check_public_pages(&self) -> Result<(), String> {
+        let rules = &self.rules;
+        let pages = rules
+            .error_pages
+            .iter()
+            .map(|(_, p)| p)
+            .chain(&rules.spa_fallback);
+        for page in pages {
+            let realms = self
+                .realms
+                .iter()
+                .map(|r| (r.prefix.as_str(), "an auth realm"));
+            let access = self.access.iter().map(|r| (r.prefix(), "an address rule"));
+            let scripts = self
+                .cgi
+                .prefixes
+                .iter()
+                .map(|p| (p.as_str(), "the CGI prefix"));
+            let guarded = realms
+                .chain(access)
+                .chain(scripts)
+                .find(|(prefix, _)| access::under(page, prefix));
+            if let Some((prefix, what)) = guarded {
+                return Err(format!(
+                    "`{page}` is under `{prefix}` ({what}); error pages and the SPA fallback are served to everyone as files: keep them outside it"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Where a setting came from, so an error can point at it.
 #[derive(Debug, Clone)]
 pub enum Origin {
@@ -388,6 +424,12 @@ impl<'a> Applier<'a> {
                 }
             }
         }
+        if matches!(
+            key,
+            "error-page" | "spa-fallback" | "auth" | "allow" | "deny" | "cgi-prefix"
+        ) {
+            c.check_public_pages().map_err(err)?;
+        }
         Ok(())
     }
 }
@@ -489,6 +531,23 @@ mod tests {
         let text: String = (0..62).map(|i| format!("header * X-R{i}: v\n")).collect();
         let e = load(&text).unwrap_err();
         assert_eq!(e, "t.conf:62: header: at most 61 header rules");
+    }
+
+    #[test]
+    fn error_pages_and_the_fallback_stay_out_of_guarded_paths() {
+        let e = load("deny /private/ all\nerror-page 403 /private/e.html\n").unwrap_err();
+        assert!(
+            e.starts_with("t.conf:2: error-page: `/private/e.html` is under `/private/`"),
+            "{e}"
+        );
+        let e = load("spa-fallback /app/index.html\nallow /app/ 10.0.0.0/8\n").unwrap_err();
+        assert!(
+            e.starts_with("t.conf:2: allow: `/app/index.html` is under `/app/`"),
+            "{e}"
+        );
+        let e = load("error-page 404 /cgi-bin/404.html\n").unwrap_err();
+        assert!(e.contains("(the CGI prefix)"), "{e}");
+        assert!(load("deny /private/ all\nerror-page 404 /404.html\n").is_ok());
     }
 
     #[test]

@@ -107,21 +107,23 @@ struct Fields([Option<u8>; FIELDS]);
 const _: () = assert!(MAX_HEADERS <= u8::MAX as usize);
 
 impl<'a> Request<'a> {
-    /// A GET or HEAD made by the server itself (a CGI local redirect).
-    pub fn synthetic(
-        method: Method,
-        target: &'a [u8],
-        headers: &'a mut [httparse::Header<'a>],
-    ) -> Request<'a> {
+    /// The request a script's local redirect (`Location: /path`) stands
+    /// for: a GET of `target` (a HEAD stays a HEAD) with this request's
+    /// header fields and no body (RFC 3875 section 6.2.2).
+    pub fn redirected<'b>(&self, target: &'b [u8]) -> Request<'b>
+    where
+        'a: 'b,
+    {
         Request {
-            method,
+            method: if self.method == Method::Head {
+                Method::Head
+            } else {
+                Method::Get
+            },
             target,
-            version: Version::Http11,
-            head_len: 0,
             body: BodyKind::None,
-            keep_alive: true,
-            headers,
-            fields: Fields([None; FIELDS]),
+            head_len: 0,
+            ..*self
         }
     }
 

@@ -17,6 +17,13 @@ pub struct Rule {
     block: Block,
 }
 
+impl Rule {
+    /// The path prefix the rule guards.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+}
+
 /// An address block; `All` matches every client.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Block {

@@ -21,7 +21,7 @@ use crate::http::request::{self, BodyKind, Field, Reject, Version};
 use crate::http::response::{self, Body, HeadContext, Response};
 use crate::http::status::Status;
 use crate::limits::OUT_BUF;
-use crate::limits::{LINGER_BYTES, LINGER_TIME, MAX_DISCARDED_BODY};
+use crate::limits::{LINGER_BYTES, LINGER_TIME, MAX_DISCARDED_BODY, MAX_LOCAL_REDIRECTS};
 use crate::logs::access_log;
 use crate::net::input::Input;
 use crate::net::slots::Slot;
@@ -255,6 +255,8 @@ impl Conn {
     /// Runs a CGI script: its body (streamed, or decoded first when chunked),
     /// its answer, its end.
     async fn run_script(&mut self, mut job: Job, meta: Meta) -> Result<Sent, End> {
+        // Kept for a local redirect, which is routed with the same fields.
+        let head = self.input.bytes()[..meta.head_len].to_vec();
         self.input.consume(meta.head_len);
         let reply = meta.reply;
         // Answered before the body is read: only a request without one goes on.
@@ -296,37 +298,84 @@ impl Conn {
                 Err(status) => return self.fail(status, &job, unread).await,
             },
         };
-        let exchange = Exchange {
+        let mut outcome = self.exchange(reply).run(&job, body).await?;
+        let mut reply = reply;
+        let mut redirects = 0;
+        loop {
+            // Bytes of an unread body would be taken for the next request.
+            reply.keep_alive &= outcome.body_read;
+            let target = match outcome.answer {
+                Answer::Sent {
+                    status,
+                    bytes,
+                    reusable,
+                } => {
+                    return Ok(Sent {
+                        status,
+                        bytes,
+                        keep_alive: reply.keep_alive && reusable,
+                    });
+                }
+                Answer::Failed(status) => return self.fail(status, &job, reply).await,
+                Answer::LocalRedirect(target) => target,
+            };
+            redirects += 1;
+            if redirects > MAX_LOCAL_REDIRECTS {
+                log::warn!(
+                    "cgi {}: more than {MAX_LOCAL_REDIRECTS} local redirects",
+                    job.script.rel
+                );
+                return self.fail(Status::InternalServerError, &job, reply).await;
+            }
+            job = match self.route_again(&head, &target).await {
+                Ok(next) => *next,
+                Err(response) => return self.send(response, reply).await,
+            };
+            outcome = self
+                .exchange(reply)
+                .run(&job, exchange::ScriptInput::default())
+                .await?;
+        }
+    }
+
+    /// Routes a script's local redirect as a GET of `target` with the
+    /// original request's header fields: address rules, auth and scripts
+    /// apply to it as to any request. `Ok` is another script to run.
+    async fn route_again(&self, head: &[u8], target: &str) -> Result<Box<Job>, Response> {
+        let client = router::Client {
+            peer: self.sock.peer,
+            local: self.local,
+        };
+        let mut verdict = None;
+        loop {
+            let mut headers = request::empty_headers();
+            let Ok(Some(original)) = request::parse(head, &mut headers) else {
+                return Err(router::failure(
+                    &self.w.site,
+                    Status::InternalServerError,
+                    "",
+                ));
+            };
+            let req = original.redirected(target.as_bytes());
+            match router::route(&self.w.site, &req, &client, verdict.take()) {
+                Routed::Respond(response) => return Err(response),
+                Routed::Cgi(job) => return Ok(job),
+                Routed::Verify(pending) => verdict = Some(pending.run().await),
+            }
+        }
+    }
+
+    /// The exchange with a script for a request answered with `reply`.
+    fn exchange(&self, reply: Reply) -> Exchange<'_> {
+        Exchange {
             sock: &self.sock,
             pool: &self.w.pool,
             clock: &self.w.clock,
             child_exited: &self.w.child_exited,
-            timeout: settings.timeout,
+            timeout: self.w.config.cgi.timeout,
             version: reply.version,
             keep_alive: reply.keep_alive,
             head_only: reply.head_only,
-        };
-        let outcome = exchange.run(&job, body).await?;
-        // Bytes of an unread body would be taken for the next request.
-        let reply = Reply {
-            keep_alive: reply.keep_alive && outcome.body_read,
-            ..reply
-        };
-        match outcome.answer {
-            Answer::Sent {
-                status,
-                bytes,
-                reusable,
-            } => Ok(Sent {
-                status,
-                bytes,
-                keep_alive: reply.keep_alive && reusable,
-            }),
-            Answer::Failed(status) => self.fail(status, &job, reply).await,
-            Answer::LocalRedirect(path) => {
-                let r = router::local(&self.w.site, &path, reply.head_only);
-                self.send(r, reply).await
-            }
         }
     }
 

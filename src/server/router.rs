@@ -178,21 +178,6 @@ fn static_file(site: &Site, req: &Request<'_>, path: &CleanPath, query: Option<&
     }
 }
 
-/// A script's local redirect (`Location: /path`): the static file there.
-pub fn local(site: &Site, target: &str, head_only: bool) -> Response {
-    let (raw, query) = path::split_query(target.as_bytes());
-    let Ok(path) = path::clean(raw) else {
-        return error(site, Status::NotFound, "");
-    };
-    let mut headers = [httparse::EMPTY_HEADER; 0];
-    let req = Request::synthetic(
-        if head_only { Method::Head } else { Method::Get },
-        target.as_bytes(),
-        &mut headers,
-    );
-    static_file(site, &req, &path, query)
-}
-
 fn not_allowed(site: &Site, allow: &'static str, name: &str) -> Response {
     let mut r = Response::status(Status::MethodNotAllowed);
     r.status_header = Some(StatusHeader::Allow(allow));
