@@ -247,16 +247,11 @@ impl Pidfile {
     /// often not writable any more: then it is emptied through the kept
     /// descriptor, so that it names no process (as lighttpd does).
     pub fn remove(self) {
-        // Another instance may have written its own pid since: leave that.
-        // The path may be unreadable to the user we became (a strict umask):
-        // then through the descriptor.
-        let text = std::fs::read(&self.path).or_else(|_| {
-            let mut buf = vec![0; 32];
-            let n = std::os::unix::fs::FileExt::read_at(&self.file, &mut buf, 0)?;
-            buf.truncate(n);
-            Ok::<_, io::Error>(buf)
-        });
-        let ours = text.is_ok_and(|p| p.trim_ascii() == std::process::id().to_string().as_bytes());
+        // Another instance may have written its own pid since (into the same
+        // file: it truncates, not replaces): leave that.
+        let mut buf = [0u8; 24];
+        let n = std::os::unix::fs::FileExt::read_at(&self.file, &mut buf, 0).unwrap_or(0);
+        let ours = buf[..n].trim_ascii() == std::process::id().to_string().as_bytes();
         if !ours {
             return;
         }

@@ -1,9 +1,7 @@
 //! Value parsers shared by the settings of every feature, so each feature
 //! can keep its own setting types and still word errors the same way.
 
-use std::fmt::Display;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 pub fn parse_bool(v: &str) -> Result<bool, String> {
@@ -14,15 +12,18 @@ pub fn parse_bool(v: &str) -> Result<bool, String> {
     }
 }
 
-/// A whole number from `min` to `max`.
-pub fn parse_range<T>(v: &str, min: T, max: T) -> Result<T, String>
-where
-    T: FromStr + PartialOrd + Display,
-{
-    match v.parse::<T>() {
-        Ok(n) if min <= n && n <= max => Ok(n),
+/// A whole number from `min` to `max`. Callers narrow it to their type
+/// (`max` fits it): one copy of the parser and its message, not one per type.
+pub fn parse_range(v: &str, min: u64, max: u64) -> Result<u64, String> {
+    match v.parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
         _ => Err(format!("expected a number from {min} to {max}, got `{v}`")),
     }
+}
+
+/// `parse_range` for a count that is a `usize`.
+pub fn parse_count(v: &str, min: usize, max: usize) -> Result<usize, String> {
+    parse_range(v, min as u64, max as u64).map(|n| n as usize)
 }
 
 /// Whole seconds, from `min` to a day.
@@ -43,9 +44,9 @@ mod tests {
 
     #[test]
     fn ranges_name_their_bounds() {
-        assert_eq!(parse_range("3", 1usize, 64), Ok(3));
+        assert_eq!(parse_count("3", 1, 64), Ok(3));
         assert_eq!(
-            parse_range("0", 1u64, 3600),
+            parse_range("0", 1, 3600),
             Err("expected a number from 1 to 3600, got `0`".into())
         );
         assert_eq!(parse_secs("15", 1), Ok(Duration::from_secs(15)));

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::values::parse_range;
+use crate::values::{parse_count, parse_range};
 
 #[derive(Debug)]
 pub struct Settings {
@@ -67,7 +67,7 @@ impl Settings {
                     .push((ext.to_string(), PathBuf::from(prog)));
             }
             "cgi-timeout" => self.timeout = Duration::from_secs(parse_range(value, 1, 3600)?),
-            "cgi-max" => self.max = parse_range(value, 1, 1024)?,
+            "cgi-max" => self.max = parse_count(value, 1, 1024)?,
             "cgi-max-body" => self.max_body = parse_range(value, 0, 1 << 30)?,
             _ => return Ok(false),
         }
