@@ -355,6 +355,38 @@ fn redirect_rules() {
 }
 
 #[test]
+fn what_a_prefix_redirect_substitutes_is_re_encoded() {
+    let s = Server::start(&["--redirect", "/old/* /new/* 301", "--redirect", "/flat* /*"]);
+    let location = |path: &str| {
+        let r = s.get(path, &[]);
+        assert_eq!(r.status, 301, "{path}");
+        r.header("location").map(str::to_string)
+    };
+    for (asked, want) in [
+        ("/old/a%20b", "/new/a%20b"),
+        ("/old/a%23b", "/new/a%23b"),
+        ("/old/%22%3C%3E%60", "/new/%22%3C%3E%60"),
+        ("/old/%C3%A9t%C3%A9", "/new/%C3%A9t%C3%A9"),
+        ("/old/a%25b", "/new/a%25b"),
+        // A decoded `?` stays in the path; the real query is kept.
+        (
+            "/old/a%3Fnext=http://evil.example",
+            "/new/a%3Fnext=http:/evil.example",
+        ),
+        ("/old/a%3Fx?y=1", "/new/a%3Fx?y=1"),
+        ("/old/a/b.html", "/new/a/b.html"),
+    ] {
+        assert_eq!(location(asked).as_deref(), Some(want), "{asked}");
+    }
+    // `/flat/evil.example` must not become `//evil.example`, another host.
+    let r = s.get("/flat/evil.example", &[]);
+    assert_eq!(
+        (r.status, r.header("location")),
+        (302, Some("/evil.example"))
+    );
+}
+
+#[test]
 fn cache_control_defaults_and_rules() {
     let root = variants_root();
     root.write("logo.png", "png");

@@ -304,13 +304,29 @@ impl Rules {
             .and_then(|(_, line)| line.as_ref())
     }
 
-    /// The redirect for a path: its Location and status.
+    /// The redirect for a path (decoded, as `CleanPath::shown` gives it):
+    /// its Location and status.
     pub fn redirect(&self, path: &str) -> Option<(String, Status)> {
         self.redirects.iter().find_map(|r| {
             if r.prefix {
                 let rest = path.strip_prefix(&r.from)?;
                 let location = match r.to.strip_suffix('*') {
-                    Some(base) => format!("{base}{rest}"),
+                    Some(base) => {
+                        // `/old*` to `/*` would make `/old/host` into
+                        // `//host`, a link to another site: one slash is enough.
+                        let rest = if base.ends_with('/') {
+                            rest.strip_prefix('/').unwrap_or(rest)
+                        } else {
+                            rest
+                        };
+                        // The path was decoded: encoded again, a `%3F` or
+                        // `%23` cannot turn into a query or a fragment, nor
+                        // a space or `"` into a broken header value.
+                        let mut location = String::with_capacity(base.len() + rest.len() * 3);
+                        location.push_str(base);
+                        crate::http::path::encode_into(&mut location, rest);
+                        location
+                    }
                     None => r.to.clone(),
                 };
                 Some((location, r.status))
@@ -537,6 +553,23 @@ mod tests {
         assert_eq!(r.headers.len(), 5);
         assert!(r.apply("header", "* Bad Name: x").is_err());
         assert!(r.apply("header", "* X-A:").is_err());
+    }
+
+    #[test]
+    fn redirects_encode_what_they_substitute() {
+        let mut r = Rules::default();
+        r.apply("redirect", "/old/* /new/*").unwrap();
+        r.apply("redirect", "/x* https://example.com/*").unwrap();
+        r.apply("redirect", "/exact /a%20b").unwrap();
+        let loc = |p: &str| r.redirect(p).map(|(l, _)| l);
+        assert_eq!(loc("/old/a b").as_deref(), Some("/new/a%20b"));
+        assert_eq!(loc("/old/a?b#c").as_deref(), Some("/new/a%3Fb%23c"));
+        assert_eq!(loc("/old/\"<é>").as_deref(), Some("/new/%22%3C%C3%A9%3E"));
+        assert_eq!(loc("/old/a/b.html").as_deref(), Some("/new/a/b.html"));
+        assert_eq!(loc("/x/y").as_deref(), Some("https://example.com/y"));
+        assert_eq!(loc("/x").as_deref(), Some("https://example.com/"));
+        // The config's own target is taken as written.
+        assert_eq!(loc("/exact").as_deref(), Some("/a%20b"));
     }
 
     #[test]
