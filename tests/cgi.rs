@@ -140,6 +140,17 @@ fn the_meta_variables() {
 }
 
 #[test]
+fn an_absolute_form_target_names_the_server_to_scripts() {
+    let s = start(&[]);
+    let out = env_of(
+        &s,
+        "GET http://device.example/cgi-bin/env HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n",
+    );
+    assert!(out.contains("\nSERVER_NAME=device.example\n"), "{out}");
+    assert!(out.contains("\nREQUEST_URI=/cgi-bin/env\n"), "{out}");
+}
+
+#[test]
 fn post_bodies_reach_stdin() {
     let s = start(&[]);
     let body = "x".repeat(100_000);

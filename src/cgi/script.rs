@@ -94,7 +94,13 @@ impl Job {
         };
         let (_, query) = crate::http::path::split_query(req.target);
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        let host = req.get(Field::Host).map(text).unwrap_or_default();
+        // An absolute-form target's authority wins over Host (RFC 9112
+        // section 3.2.2): it is what the client asked for.
+        let host = req
+            .authority
+            .or_else(|| req.get(Field::Host))
+            .map(text)
+            .unwrap_or_default();
         let server_name = host
             .rsplit_once(':')
             .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
@@ -216,5 +222,120 @@ fn canonical_ip(peer: SocketAddr) -> String {
             .to_ipv4_mapped()
             .map_or_else(|| v6.to_string(), |v4| v4.to_string()),
         v4 => v4.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::request::{empty_headers, parse};
+
+    /// The environment a script would get for `head` from `peer`.
+    fn env_for(head: &str, peer: &str) -> Vec<(String, String)> {
+        let mut headers = empty_headers();
+        let req = parse(head.as_bytes(), &mut headers).unwrap().unwrap();
+        let script = Script {
+            rel: "cgi-bin/env".into(),
+            path_info: "/extra/path".into(),
+            interpreter: None,
+        };
+        let caller = Caller {
+            peer: peer.parse().unwrap(),
+            local: "192.0.2.1:8080".parse().unwrap(),
+            remote_user: None,
+        };
+        Job::new(Path::new("/www"), script, &req, &caller).env
+    }
+
+    fn var<'e>(env: &'e [(String, String)], name: &str) -> Option<&'e str> {
+        env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    const PEER: &str = "127.0.0.1:5000";
+
+    #[test]
+    fn server_name_comes_from_host_without_its_port() {
+        let env = env_for(
+            "GET /cgi-bin/env HTTP/1.1\r\nHost: device.local:8080\r\n\r\n",
+            PEER,
+        );
+        assert_eq!(var(&env, "SERVER_NAME"), Some("device.local"));
+        assert_eq!(var(&env, "SERVER_PORT"), Some("8080"));
+        let env = env_for(
+            "GET /cgi-bin/env HTTP/1.1\r\nHost: device.local\r\n\r\n",
+            PEER,
+        );
+        assert_eq!(var(&env, "SERVER_NAME"), Some("device.local"));
+        let env = env_for(
+            "GET /cgi-bin/env HTTP/1.1\r\nHost: [fd00::1]:80\r\n\r\n",
+            PEER,
+        );
+        assert_eq!(var(&env, "SERVER_NAME"), Some("[fd00::1]"));
+        // HTTP/1.0 may send no Host: the address the client reached.
+        let env = env_for("GET /cgi-bin/env HTTP/1.0\r\n\r\n", PEER);
+        assert_eq!(var(&env, "SERVER_NAME"), Some("192.0.2.1"));
+    }
+
+    #[test]
+    fn an_absolute_form_target_names_the_server_not_host() {
+        let env = env_for(
+            "GET http://device.example:8080/cgi-bin/env/extra/path?q=1 HTTP/1.1\r\nHost: other.example\r\n\r\n",
+            PEER,
+        );
+        assert_eq!(var(&env, "SERVER_NAME"), Some("device.example"));
+        assert_eq!(
+            var(&env, "REQUEST_URI"),
+            Some("/cgi-bin/env/extra/path?q=1")
+        );
+        assert_eq!(var(&env, "QUERY_STRING"), Some("q=1"));
+        assert_eq!(var(&env, "HTTP_HOST"), Some("other.example"));
+        let env = env_for(
+            "GET http://user@device.example/cgi-bin/env HTTP/1.1\r\nHost: other.example\r\n\r\n",
+            PEER,
+        );
+        assert_eq!(var(&env, "SERVER_NAME"), Some("device.example"));
+    }
+
+    #[test]
+    fn path_info_and_its_translation() {
+        let env = env_for(
+            "GET /cgi-bin/env/extra/path HTTP/1.1\r\nHost: d\r\n\r\n",
+            PEER,
+        );
+        assert_eq!(var(&env, "SCRIPT_NAME"), Some("/cgi-bin/env"));
+        assert_eq!(var(&env, "PATH_INFO"), Some("/extra/path"));
+        assert_eq!(var(&env, "PATH_TRANSLATED"), Some("/www/extra/path"));
+        assert_eq!(var(&env, "SCRIPT_FILENAME"), Some("/www/cgi-bin/env"));
+    }
+
+    #[test]
+    fn no_proxy_variable_and_no_credentials() {
+        let env = env_for(
+            "GET /cgi-bin/env HTTP/1.1\r\nHost: d\r\nProxy: http://evil/\r\nAuthorization: Basic eDp5\r\nProxy-Authorization: Basic eDp5\r\nX-Custom: yes\r\n\r\n",
+            PEER,
+        );
+        assert_eq!(var(&env, "HTTP_PROXY"), None);
+        assert_eq!(var(&env, "HTTP_AUTHORIZATION"), None);
+        assert_eq!(var(&env, "HTTP_PROXY_AUTHORIZATION"), None);
+        assert_eq!(var(&env, "HTTP_X_CUSTOM"), Some("yes"));
+        assert_eq!(
+            var(&env, "PATH"),
+            Some("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        );
+    }
+
+    #[test]
+    fn an_ipv4_client_on_an_ipv6_socket_is_shown_as_ipv4() {
+        let env = env_for(
+            "GET /cgi-bin/env HTTP/1.1\r\nHost: d\r\n\r\n",
+            "[::ffff:192.168.1.20]:4000",
+        );
+        assert_eq!(var(&env, "REMOTE_ADDR"), Some("192.168.1.20"));
+        assert_eq!(var(&env, "REMOTE_PORT"), Some("4000"));
+        let env = env_for(
+            "GET /cgi-bin/env HTTP/1.1\r\nHost: d\r\n\r\n",
+            "[fd00::7]:4000",
+        );
+        assert_eq!(var(&env, "REMOTE_ADDR"), Some("fd00::7"));
     }
 }

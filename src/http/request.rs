@@ -36,6 +36,9 @@ pub struct Request<'a> {
     pub method: Method,
     /// Origin-form `path?query` (an absolute-form target is reduced to it).
     pub target: &'a [u8],
+    /// The host (and port) of an absolute-form target, without userinfo:
+    /// RFC 9112 section 3.2.2 makes it win over the Host field.
+    pub authority: Option<&'a [u8]>,
     pub version: Version,
     /// Bytes of the head, including the final empty line.
     pub head_len: usize,
@@ -121,6 +124,7 @@ impl<'a> Request<'a> {
                 Method::Get
             },
             target,
+            authority: None,
             body: BodyKind::None,
             head_len: 0,
             ..*self
@@ -178,12 +182,13 @@ pub fn parse<'a>(
     } else {
         Version::Http11
     };
-    let target = origin_form(path.as_bytes()).ok_or(Reject(Status::BadRequest))?;
+    let (target, authority) = origin_form(path.as_bytes()).ok_or(Reject(Status::BadRequest))?;
     let headers: &'a [httparse::Header<'a>] = req.headers;
     let (framing, fields) = Framing::read(headers, version)?;
     Ok(Some(Request {
         method: method(method_str),
         target,
+        authority,
         version,
         head_len,
         body: framing.body,
@@ -245,10 +250,11 @@ fn method(m: &str) -> Method {
     }
 }
 
-/// Reduces an absolute-form target (`http://host/x?y`) to its origin form.
-fn origin_form(target: &[u8]) -> Option<&[u8]> {
+/// Reduces an absolute-form target (`http://host/x?y`) to its origin form,
+/// with the authority it named, if any.
+fn origin_form(target: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
     if target.first() == Some(&b'/') {
-        return Some(target);
+        return Some((target, None));
     }
     let scheme_len = if starts_with_ignore_case(target, b"http://") {
         7
@@ -258,11 +264,17 @@ fn origin_form(target: &[u8]) -> Option<&[u8]> {
         return None;
     };
     let rest = &target[scheme_len..];
-    match rest.iter().position(|&b| b == b'/' || b == b'?') {
-        Some(i) if rest[i] == b'/' => Some(&rest[i..]),
-        Some(_) => None,
-        None => Some(b"/"),
-    }
+    let (path, authority) = match rest.iter().position(|&b| b == b'/' || b == b'?') {
+        Some(i) if rest[i] == b'/' => (&rest[i..], &rest[..i]),
+        Some(_) => return None,
+        None => (&b"/"[..], rest),
+    };
+    // `user@host`: the userinfo names no server (and is deprecated in http URIs).
+    let host = match authority.iter().rposition(|&b| b == b'@') {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    };
+    Some((path, (!host.is_empty()).then_some(host)))
 }
 
 struct Framing {
@@ -450,6 +462,21 @@ mod tests {
             outcome("GET ftp://x/ HTTP/1.1\r\nHost: a\r\n\r\n"),
             Err(Status::BadRequest)
         );
+    }
+
+    #[test]
+    fn absolute_form_keeps_its_authority() {
+        let authority = |raw: &str| {
+            let mut headers = empty_headers();
+            let r = parse(raw.as_bytes(), &mut headers).unwrap().unwrap();
+            r.authority.map(|a| String::from_utf8_lossy(a).into_owned())
+        };
+        let a = authority("GET http://dev.local:8080/x HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(a.as_deref(), Some("dev.local:8080"));
+        let a = authority("GET http://u:p@dev.local HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(a.as_deref(), Some("dev.local"));
+        assert_eq!(authority("GET http:///x HTTP/1.1\r\nHost: a\r\n\r\n"), None);
+        assert_eq!(authority("GET /x HTTP/1.1\r\nHost: a\r\n\r\n"), None);
     }
 
     #[test]
