@@ -183,6 +183,64 @@ fn address_rules_for_ipv4_and_ipv6_clients() {
 }
 
 #[test]
+fn an_ipv4_mapped_block_matches_ipv4_clients() {
+    let (s, v6) = dual_stack_with(&["--deny", "/admin/ ::ffff:127.0.0.0/104"]);
+    assert_eq!(
+        s.get("/admin/", &[]).status,
+        403,
+        "127.0.0.1 is in the block"
+    );
+    assert_eq!(s.get("/", &[]).status, 200);
+    let (code, _, _) = curl(&["-g", &format!("http://[::1]:{v6}/admin/")]);
+    assert_eq!(code, 200, "::1 is not");
+}
+
+#[test]
+fn a_block_with_host_bits_is_applied_masked_with_a_warning_naming_its_line() {
+    let conf_dir = TempDir::new("access-conf");
+    let conf = conf_dir.write(
+        "m.conf",
+        "# address rules\nallow /admin/ 10.1.2.3/8\ndeny /admin/ 127.0.0.5/8\n",
+    );
+    let root = TempDir::new("access-root");
+    root.write("index.html", "x");
+    root.write("admin/index.html", "admin");
+    let s = Server::start_with_config(&conf, root, &[]);
+    assert_eq!(s.get("/admin/", &[]).status, 403, "127.0.0.0/8 applies");
+    let line = format!("{}:3: deny: ", conf.display());
+    assert!(
+        s.wait_log(&line, Duration::from_secs(5)),
+        "no warning naming the line:\n{}",
+        s.log_text()
+    );
+    let log = s.log_text();
+    let warning = log.lines().find(|l| l.contains(&line)).unwrap_or_default();
+    assert!(
+        warning.contains("warn")
+            && warning.contains("127.0.0.5/8")
+            && warning.contains("127.0.0.0/8"),
+        "{warning}"
+    );
+    assert!(
+        log.contains(&format!("{}:2: allow: ", conf.display())),
+        "{log}"
+    );
+
+    let out = command()
+        .arg("--config")
+        .arg(&conf)
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&line) && stderr.contains("10.1.2.3/8"),
+        "--check-config shows the warnings: {stderr}"
+    );
+}
+
+#[test]
 fn the_shipped_device_config_is_valid() {
     let conf = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("rootfs-overlay/etc/marmoset/marmoset.conf");

@@ -49,6 +49,9 @@ pub struct Config {
     /// Address rules, first match wins.
     pub access: Vec<access::Rule>,
     pub realms: Vec<auth::Realm>,
+    /// What was accepted but is probably not what was meant, logged at
+    /// start (the logger does not exist yet while the config is read).
+    pub warnings: Vec<ConfigError>,
 }
 
 impl Default for Config {
@@ -83,6 +86,7 @@ impl Default for Config {
             cgi: cgi::Settings::default(),
             access: Vec::new(),
             realms: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -298,12 +302,15 @@ impl<'a> Applier<'a> {
                     _ => return Err(err("expected `inside` or `anywhere`".into())),
                 }
             }
-            "allow" => c
-                .access
-                .push(access::parse_rule(access::Verdict::Allow, value).map_err(err)?),
-            "deny" => c
-                .access
-                .push(access::parse_rule(access::Verdict::Deny, value).map_err(err)?),
+            "allow" | "deny" => {
+                let verdict = match key {
+                    "allow" => access::Verdict::Allow,
+                    _ => access::Verdict::Deny,
+                };
+                let (rule, warning) = access::parse_rule(verdict, value).map_err(err)?;
+                c.access.push(rule);
+                c.warnings.extend(warning.map(err));
+            }
             "auth" => {
                 let realm = auth::parse_realm(value).map_err(err)?;
                 auth::check_file(&realm.file).map_err(err)?;

@@ -2,7 +2,7 @@
 //! address or CIDR block; the first rule that matches decides, and a request
 //! no rule matches is allowed.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Verdict {
@@ -33,9 +33,12 @@ enum Block {
 }
 
 impl Block {
-    fn parse(s: &str) -> Result<Block, String> {
+    /// The block, and a warning when the address had bits set past the
+    /// prefix length (`10.1.2.3/8`): likely a typo for a narrower block,
+    /// so it is said, as nginx does, and the masked block applies.
+    fn parse(s: &str) -> Result<(Block, Option<String>), String> {
         if s == "all" {
-            return Ok(Block::All);
+            return Ok((Block::All, None));
         }
         let (addr, bits) = match s.split_once('/') {
             Some((a, b)) => (
@@ -47,24 +50,42 @@ impl Block {
             ),
             None => (s, None),
         };
-        match addr
+        let addr = addr
             .parse::<IpAddr>()
-            .map_err(|_| format!("`{s}` is not an address, a CIDR block or `all`"))?
-        {
+            .map_err(|_| format!("`{s}` is not an address, a CIDR block or `all`"))?;
+        let block = match addr {
             IpAddr::V4(a) => {
                 let bits = bits.unwrap_or(32);
                 if bits > 32 {
                     return Err(format!("`{s}`: an IPv4 prefix is at most 32 bits"));
                 }
-                Ok(Block::V4(u32::from(a) & mask32(bits), bits))
+                Block::V4(u32::from(a), bits)
             }
             IpAddr::V6(a) => {
                 let bits = bits.unwrap_or(128);
                 if bits > 128 {
                     return Err(format!("`{s}`: an IPv6 prefix is at most 128 bits"));
                 }
-                Ok(Block::V6(u128::from(a) & mask128(bits), bits))
+                match a.to_ipv4_mapped() {
+                    // Clients are matched as IPv4 once unmapped (see
+                    // `contains`), so `::ffff:10.0.0.0/104` is 10.0.0.0/8.
+                    Some(v4) if bits >= 96 => Block::V4(u32::from(v4), bits - 96),
+                    _ => Block::V6(u128::from(a), bits),
+                }
             }
+        };
+        let masked = block.masked();
+        let warning = (masked != block)
+            .then(|| format!("`{s}` has bits set beyond its prefix length: applied as {masked}"));
+        Ok((masked, warning))
+    }
+
+    /// The block with the bits past its prefix length cleared.
+    fn masked(self) -> Block {
+        match self {
+            Block::All => Block::All,
+            Block::V4(net, bits) => Block::V4(net & mask32(bits), bits),
+            Block::V6(net, bits) => Block::V6(net & mask128(bits), bits),
         }
     }
 
@@ -79,6 +100,16 @@ impl Block {
             (Block::V4(net, bits), IpAddr::V4(a)) => u32::from(a) & mask32(bits) == net,
             (Block::V6(net, bits), IpAddr::V6(a)) => u128::from(a) & mask128(bits) == net,
             _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Block {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Block::All => write!(f, "all"),
+            Block::V4(net, bits) => write!(f, "{}/{bits}", Ipv4Addr::from(net)),
+            Block::V6(net, bits) => write!(f, "{}/{bits}", Ipv6Addr::from(net)),
         }
     }
 }
@@ -99,8 +130,9 @@ fn mask128(bits: u8) -> u128 {
     }
 }
 
-/// Parses `allow PREFIX BLOCK` / `deny PREFIX BLOCK` values.
-pub fn parse_rule(verdict: Verdict, value: &str) -> Result<Rule, String> {
+/// Parses `allow PREFIX BLOCK` / `deny PREFIX BLOCK` values; with a
+/// warning for the log when the block had host bits set.
+pub fn parse_rule(verdict: Verdict, value: &str) -> Result<(Rule, Option<String>), String> {
     let mut parts = value.split_whitespace();
     let (Some(prefix), Some(block), None) = (parts.next(), parts.next(), parts.next()) else {
         return Err(
@@ -110,11 +142,15 @@ pub fn parse_rule(verdict: Verdict, value: &str) -> Result<Rule, String> {
     if !prefix.starts_with('/') {
         return Err(format!("`{prefix}` must be a path prefix starting with /"));
     }
-    Ok(Rule {
-        prefix: prefix.to_string(),
-        verdict,
-        block: Block::parse(block)?,
-    })
+    let (block, warning) = Block::parse(block)?;
+    Ok((
+        Rule {
+            prefix: prefix.to_string(),
+            verdict,
+            block,
+        },
+        warning,
+    ))
 }
 
 /// The verdict for a client asking for `path` (with its leading `/`).
@@ -150,6 +186,7 @@ mod tests {
                     r,
                 )
                 .unwrap()
+                .0
             })
             .collect()
     }
@@ -180,35 +217,83 @@ mod tests {
         assert!(
             Block::parse("10.0.0.0/8")
                 .unwrap()
+                .0
                 .contains("10.200.1.1".parse().unwrap())
         );
         assert!(
             !Block::parse("10.0.0.0/8")
                 .unwrap()
+                .0
                 .contains("11.0.0.1".parse().unwrap())
         );
         assert!(
             Block::parse("127.0.0.1")
                 .unwrap()
+                .0
                 .contains("127.0.0.1".parse().unwrap())
         );
         assert!(
             Block::parse("::1")
                 .unwrap()
+                .0
                 .contains("::1".parse().unwrap())
         );
         assert!(
             !Block::parse("::1")
                 .unwrap()
+                .0
                 .contains("127.0.0.1".parse().unwrap())
         );
         assert!(
             Block::parse("0.0.0.0/0")
                 .unwrap()
+                .0
                 .contains("1.2.3.4".parse().unwrap())
         );
         assert!(Block::parse("10.0.0.0/33").is_err());
         assert!(Block::parse("nonsense").is_err());
         assert!(parse_rule(Verdict::Deny, "admin all").is_err());
+    }
+
+    #[test]
+    fn an_ipv4_mapped_block_is_the_ipv4_block() {
+        let (block, warning) = Block::parse("::ffff:10.0.0.0/104").unwrap();
+        assert_eq!((block, warning), (Block::V4(0x0a00_0000, 8), None));
+        assert!(block.contains("10.9.8.7".parse().unwrap()));
+        assert!(block.contains("::ffff:10.9.8.7".parse().unwrap()));
+        assert!(!block.contains("11.0.0.1".parse().unwrap()));
+        let (block, _) = Block::parse("::ffff:192.168.1.2").unwrap();
+        assert_eq!(block, Block::V4(0xc0a8_0102, 32));
+        // Shorter than the mapped prefix: an IPv6 block, as written.
+        let (block, _) = Block::parse("::/64").unwrap();
+        assert_eq!(block, Block::V6(0, 64));
+    }
+
+    #[test]
+    fn host_bits_are_masked_with_a_warning() {
+        let (block, warning) = Block::parse("10.1.2.3/8").unwrap();
+        assert_eq!(block, Block::V4(0x0a00_0000, 8));
+        assert_eq!(
+            warning.as_deref(),
+            Some("`10.1.2.3/8` has bits set beyond its prefix length: applied as 10.0.0.0/8")
+        );
+        let (block, warning) = Block::parse("127.0.0.1/0").unwrap();
+        assert_eq!(block, Block::V4(0, 0));
+        assert!(warning.is_some_and(|w| w.ends_with("applied as 0.0.0.0/0")));
+        let (block, warning) = Block::parse("fd00::1/8").unwrap();
+        assert_eq!(block, Block::V6(0xfd << 120, 8));
+        assert!(warning.is_some_and(|w| w.ends_with("applied as fd00::/8")));
+        let (_, warning) = Block::parse("::ffff:10.1.0.0/104").unwrap();
+        assert!(warning.is_some_and(|w| w.ends_with("applied as 10.0.0.0/8")));
+        for exact in [
+            "10.0.0.0/8",
+            "127.0.0.1",
+            "0.0.0.0/0",
+            "::1",
+            "fd00::/8",
+            "all",
+        ] {
+            assert_eq!(Block::parse(exact).unwrap().1, None, "{exact}");
+        }
     }
 }

@@ -31,6 +31,9 @@ pub fn main() -> ExitCode {
         }
     };
     logging::init(config.syslog, config.log_level);
+    for w in &config.warnings {
+        log::warn!("{w}");
+    }
     // Whoever started the server watches stderr for why it did not start,
     // whether syslog was set in the file or by a flag.
     let syslog = config.syslog;
@@ -117,6 +120,9 @@ fn identity(config: &Config) -> Result<Option<sys::Identity>, ConfigError> {
 }
 
 fn check_config(config: &Config) -> ExitCode {
+    for w in &config.warnings {
+        eprintln!("marmoset: warning: {w}");
+    }
     if let Err(e) = identity(config) {
         eprintln!("marmoset: {e}");
         return ExitCode::from(EXIT_CONFIG);

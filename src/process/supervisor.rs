@@ -189,6 +189,9 @@ impl Supervisor {
                 return;
             }
         };
+        for w in &new.warnings {
+            log::warn!("{w}");
+        }
         let old = &self.config;
         if new.listen != old.listen
             || new.workers != old.workers
