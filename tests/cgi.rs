@@ -353,6 +353,26 @@ fn paths_methods_and_permissions() {
     );
 }
 
+#[test]
+fn deep_paths_under_the_prefix_find_the_right_script_or_none() {
+    let root = cgi_root();
+    script(
+        &root,
+        "sub/dir/nested",
+        "printf 'Content-Type: text/plain\\n\\nnested %s' \"$PATH_INFO\"\n",
+    );
+    let s = Server::start_in(root, &[]);
+    let deep = "/a".repeat(1000);
+    assert_eq!(s.get(&format!("/cgi-bin/missing{deep}"), &[]).status, 404);
+    assert_eq!(s.get(&format!("/cgi-bin/sub/none{deep}"), &[]).status, 404);
+    assert_eq!(s.get(&format!("/cgi-bin/plain.txt{deep}"), &[]).status, 403);
+    let r = s.get(&format!("/cgi-bin/sub/dir/nested{deep}/"), &[]);
+    assert_eq!((r.status, r.text()), (200, format!("nested {deep}/")));
+    let r = s.get("/cgi-bin/sub/dir/nested", &[]);
+    assert_eq!((r.status, r.text()), (200, "nested ".to_string()));
+    assert_eq!(s.get("/cgi-bin/sub/dir/", &[]).status, 404);
+}
+
 /// Processes whose command line contains `needle`.
 fn processes_with(needle: &str) -> Vec<i32> {
     std::fs::read_dir("/proc")

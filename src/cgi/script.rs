@@ -32,38 +32,68 @@ pub fn find(
     path: &CleanPath,
     shown: &str,
 ) -> Option<Result<Script, Status>> {
+    find_with(settings, path, shown, |rel| {
+        let meta = root.entry_meta(rel)?;
+        if meta.is_file() {
+            Ok(Entry::File {
+                executable: meta.permissions().mode() & 0o111 != 0,
+            })
+        } else if meta.is_dir() {
+            Ok(Entry::Dir)
+        } else {
+            Err(Status::NotFound)
+        }
+    })
+}
+
+/// What a name under the root is, as the script lookup needs it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Entry {
+    File { executable: bool },
+    Dir,
+}
+
+/// `find`, with `look` telling what a relative name is: the search itself
+/// does no I/O, so that its lookups can be counted.
+fn find_with(
+    settings: &Settings,
+    path: &CleanPath,
+    shown: &str,
+    mut look: impl FnMut(&str) -> Result<Entry, Status>,
+) -> Option<Result<Script, Status>> {
     settings
         .prefixes
         .iter()
         .find(|p| crate::policy::access::under(shown, p))?;
-    let trailing_slash = path.trailing_slash;
-    let segments: Vec<&str> = path.as_str().split('/').collect();
-    for n in 1..=segments.len() {
-        let rel = segments[..n].join("/");
-        match root.file_meta(&rel) {
-            Ok(meta) => {
-                let rest = &segments[n..];
-                let mut path_info = if rest.is_empty() {
-                    String::new()
-                } else {
-                    format!("/{}", rest.join("/"))
-                };
-                if trailing_slash && !rest.is_empty() {
+    let full = path.as_str();
+    // Each prefix of the path, shortest first, ending at a segment's end.
+    let ends = full
+        .match_indices('/')
+        .map(|(i, _)| i)
+        .chain(std::iter::once(full.len()));
+    for end in ends {
+        let rel = &full[..end];
+        match look(rel) {
+            // Only a directory can hold the script: a missing name (or a
+            // file that is not one) ends the search, so a path a thousand
+            // segments deep costs as many lookups as the tree is deep.
+            Ok(Entry::Dir) => continue,
+            Err(status) => return Some(Err(status)),
+            Ok(Entry::File { executable }) => {
+                let mut path_info = full[end..].to_string();
+                if path.trailing_slash && !path_info.is_empty() {
                     path_info.push('/');
                 }
-                let interpreter = settings.interpreter(&rel).map(Path::to_path_buf);
-                let executable = meta.permissions().mode() & 0o111 != 0;
+                let interpreter = settings.interpreter(rel).map(Path::to_path_buf);
                 if interpreter.is_none() && !executable {
                     return Some(Err(Status::Forbidden));
                 }
                 return Some(Ok(Script {
-                    rel,
+                    rel: rel.to_string(),
                     path_info,
                     interpreter,
                 }));
             }
-            Err(Status::NotFound) => continue,
-            Err(status) => return Some(Err(status)),
         }
     }
     Some(Err(Status::NotFound))
@@ -337,5 +367,55 @@ mod tests {
             "[fd00::7]:4000",
         );
         assert_eq!(var(&env, "REMOTE_ADDR"), Some("fd00::7"));
+    }
+
+    /// Finds the script for `shown` in a tree holding `cgi-bin/env`
+    /// (executable) and `cgi-bin/plain.txt`; also how many names it looked up.
+    fn find_counting(shown: &str) -> (Option<Result<Script, Status>>, usize) {
+        let path = crate::http::path::clean(shown.as_bytes()).unwrap();
+        let mut lookups = 0;
+        let found = find_with(&Settings::default(), &path, path.shown(), |rel| {
+            lookups += 1;
+            match rel {
+                "cgi-bin" => Ok(Entry::Dir),
+                "cgi-bin/env" => Ok(Entry::File { executable: true }),
+                "cgi-bin/plain.txt" => Ok(Entry::File { executable: false }),
+                _ => Err(Status::NotFound),
+            }
+        });
+        (found, lookups)
+    }
+
+    #[test]
+    fn a_deep_path_costs_lookups_only_as_deep_as_the_tree() {
+        let deep = "/a".repeat(1000);
+        let (found, lookups) = find_counting(&format!("/cgi-bin/missing{deep}"));
+        assert_eq!(found.map(|r| r.err()), Some(Some(Status::NotFound)));
+        assert_eq!(
+            lookups, 2,
+            "cgi-bin, then cgi-bin/missing: nothing deeper exists"
+        );
+        let (found, lookups) = find_counting(&format!("/cgi-bin/env{deep}/"));
+        let script = found.unwrap().unwrap();
+        assert_eq!(script.rel, "cgi-bin/env");
+        assert_eq!(script.path_info, format!("{deep}/"));
+        assert_eq!(lookups, 2);
+    }
+
+    #[test]
+    fn scripts_are_found_with_their_path_info() {
+        let (found, _) = find_counting("/cgi-bin/env/x/y");
+        let script = found.unwrap().unwrap();
+        assert_eq!(
+            (script.rel.as_str(), script.path_info.as_str()),
+            ("cgi-bin/env", "/x/y")
+        );
+        let (found, _) = find_counting("/cgi-bin/plain.txt");
+        assert_eq!(found.map(|r| r.err()), Some(Some(Status::Forbidden)));
+        let (found, _) = find_counting("/cgi-bin/");
+        assert_eq!(found.map(|r| r.err()), Some(Some(Status::NotFound)));
+        let (found, lookups) = find_counting("/elsewhere/x");
+        assert!(found.is_none());
+        assert_eq!(lookups, 0, "not under a CGI prefix: nothing looked up");
     }
 }

@@ -97,18 +97,13 @@ impl Root {
         self.open_named(rel, false)
     }
 
-    /// The metadata of a regular file, without keeping it open or cached
-    /// (CGI scripts: they are run, never served).
-    pub fn file_meta(&self, rel: &str) -> Result<std::fs::Metadata, Status> {
+    /// The metadata of what `rel` names (a file, a directory), without
+    /// keeping it open or cached (CGI scripts: they are run, never served).
+    pub fn entry_meta(&self, rel: &str) -> Result<std::fs::Metadata, Status> {
         self.refresh();
         let slot = self.dir.borrow();
         let (dir, _) = slot.as_ref().ok_or(Status::NotFound)?;
-        let meta = self.open_uncached(dir, rel)?.1;
-        if meta.is_file() {
-            Ok(meta)
-        } else {
-            Err(Status::NotFound)
-        }
+        Ok(self.open_uncached(dir, rel)?.1)
     }
 
     /// Opens a precompressed variant (`X.br`, `X.gz`); its absence is
