@@ -1,7 +1,7 @@
 //! The Unix calls: listening sockets, privileges, daemonising, signals,
 //! sendfile. Everything here goes through `nix`.
 
-use std::io::{self, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -224,25 +224,37 @@ pub struct Pidfile {
     file: std::fs::File,
 }
 
-/// Writes the pid file (for SysV scripts and start-stop-daemon).
-pub fn write_pidfile(path: &Path) -> Result<Pidfile, String> {
-    let failed = |e: io::Error| format!("pidfile {}: {e}", path.display());
-    let mut file = std::fs::File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .map_err(failed)?;
-    file.write_all(format!("{}\n", std::process::id()).as_bytes())
-        .map_err(failed)?;
-    Ok(Pidfile {
-        path: path.to_path_buf(),
-        file,
-    })
-}
-
 impl Pidfile {
+    /// Opens (creating) the pid file for SysV scripts and start-stop-daemon,
+    /// without writing it yet: opened before `--daemon` detaches, a pid file
+    /// that cannot be written is reported on the stderr of whoever started
+    /// the server, and the pid is only known after the fork.
+    pub fn open(path: &Path) -> Result<Pidfile, String> {
+        let file = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| format!("pidfile {}: {e}", path.display()))?;
+        Ok(Pidfile {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    /// Writes this process's pid, replacing what the file held.
+    pub fn write_pid(&mut self) -> Result<(), String> {
+        let failed = |e: io::Error| format!("pidfile {}: {e}", self.path.display());
+        self.file.set_len(0).map_err(failed)?;
+        std::os::unix::fs::FileExt::write_all_at(
+            &self.file,
+            format!("{}\n", std::process::id()).as_bytes(),
+            0,
+        )
+        .map_err(failed)
+    }
+
     /// Removes the file at stop. After dropping privileges its directory is
     /// often not writable any more: then it is emptied through the kept
     /// descriptor, so that it names no process (as lighttpd does).

@@ -223,6 +223,36 @@ fn daemon_mode_writes_the_pidfile_and_returns() {
 }
 
 #[test]
+fn daemon_mode_with_an_unwritable_pidfile_fails_where_it_was_started() {
+    let root = TempDir::new("daemon-pidfile");
+    root.write("index.html", "d");
+    let pidfile = root.path().join("no-such-dir/m.pid");
+    let port = free_port();
+    let out = command()
+        .args([
+            "--config",
+            "/dev/null",
+            "--daemon",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--root",
+        ])
+        .arg(root.path())
+        .arg("--pidfile")
+        .arg(&pidfile)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(
+        stderr.contains("pidfile") && stderr.contains("no-such-dir/m.pid"),
+        "the reason is shown: {stderr}"
+    );
+    // It failed before detaching, so no server was left behind on the port.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[test]
 fn sigterm_finishes_the_response_in_flight_and_exits_0() {
     let mut s = Server::start(&["--grace", "10"]);
     let data = vec![b'x'; 8 << 20];

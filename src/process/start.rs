@@ -61,13 +61,16 @@ fn start(mut config: Config) -> Result<u8, String> {
             config.root.display()
         );
     }
+    let mut pidfile = match &config.pidfile {
+        Some(p) => Some(sys::Pidfile::open(p)?),
+        None => None,
+    };
     if config.daemon {
         sys::daemonize()?;
     }
-    let pidfile = match &config.pidfile {
-        Some(p) => Some(sys::write_pidfile(p)?),
-        None => None,
-    };
+    if let Some(p) = &mut pidfile {
+        p.write_pid()?;
+    }
     let chroot = config.chroot.then(|| config.root.clone());
     if let Err(e) = sys::drop_privileges(identity.as_ref(), chroot.as_deref()) {
         if let Some(p) = pidfile {
