@@ -346,7 +346,9 @@ fn refused_heads_and_leading_empty_lines_are_logged() {
         "\"GET /many-headers HTTP/1.1\" 431 ",
     ];
     assert!(
-        wait_until(Duration::from_secs(5), || want.iter().all(|w| read().contains(w))),
+        wait_until(Duration::from_secs(5), || want
+            .iter()
+            .all(|w| read().contains(w))),
         "{}",
         read()
     );
