@@ -246,92 +246,101 @@ impl<'a> Applier<'a> {
             self.lists_seen.push("listen");
             self.config.listen.clear();
         }
-        let c = &mut *self.config;
-        match key {
-            "listen" => c.listen.push(parse_addr(value).map_err(err)?),
-            "root" => c.root = parse_path(value).map_err(err)?,
-            "workers" => c.workers = parse_count(value, 1, 64).map_err(err)?,
-            "user" => {
-                c.user = parse_name(value).map_err(err)?;
-                c.user_origin = Some(origin.clone());
-            }
-            "group" => {
-                c.group = parse_name(value).map_err(err)?;
-                c.group_origin = Some(origin.clone());
-            }
-            "chroot" => c.chroot = parse_bool(value).map_err(err)?,
-            "daemon" => c.daemon = parse_bool(value).map_err(err)?,
-            "pidfile" => c.pidfile = Some(parse_path(value).map_err(err)?),
-            "syslog" => c.syslog = parse_bool(value).map_err(err)?,
-            "log-level" => c.log_level = parse_level(value).map_err(err)?,
-            "access-log" => {
-                c.access_log = match value {
-                    "off" => Destination::Off,
-                    "syslog" => Destination::Syslog,
-                    _ => Destination::File(parse_path(value).map_err(err)?),
-                }
-            }
-            "server-name" => {
-                c.server_name = match value {
-                    "off" => None,
-                    v if v.bytes().all(|b| b.is_ascii_graphic()) && !v.is_empty() => {
-                        Some(v.to_string())
-                    }
-                    _ => return Err(err("expected a token without spaces, or `off`".into())),
-                }
-            }
-            "max-connections" => c.max_connections = parse_count(value, 1, 1 << 20).map_err(err)?,
-            "header-timeout" => c.header_timeout = parse_secs(value, 1).map_err(err)?,
-            "keepalive-timeout" => c.keepalive_timeout = parse_secs(value, 1).map_err(err)?,
-            "send-timeout" => c.send_timeout = parse_secs(value, 1).map_err(err)?,
-            "max-requests" => c.max_requests = parse_range(value, 1, u32::MAX.into()).map_err(err)? as u32,
-            "grace" => c.grace = parse_secs(value, 1).map_err(err)?,
-            "index" => {
-                let names: Vec<String> = value.split_whitespace().map(str::to_string).collect();
-                if names.is_empty() || names.iter().any(|n| n.contains('/') || n.starts_with('.')) {
-                    return Err(err(
-                        "expected file names without `/`, e.g. `index.html index.htm`".into(),
-                    ));
-                }
-                c.index = names;
-            }
-            "symlinks" => {
-                c.symlinks = match value {
-                    "inside" => Symlinks::Inside,
-                    "anywhere" => Symlinks::Anywhere,
-                    _ => return Err(err("expected `inside` or `anywhere`".into())),
-                }
-            }
-            "allow" | "deny" => {
-                let verdict = match key {
-                    "allow" => access::Verdict::Allow,
-                    _ => access::Verdict::Deny,
-                };
-                let (rule, warning) = access::parse_rule(verdict, value).map_err(err)?;
-                c.access.push(rule);
-                c.warnings.extend(warning.map(err));
-            }
-            "auth" => {
-                let realm = auth::parse_realm(value).map_err(err)?;
-                auth::check_file(&realm.file).map_err(err)?;
-                c.realms.push(realm);
-            }
-            _ => {
-                if !c.rules.apply(key, value).map_err(err)?
-                    && !c.cgi.apply(key, value).map_err(err)?
-                {
-                    return Err(err("unknown setting".into()));
-                }
-            }
-        }
-        if matches!(
-            key,
-            "error-page" | "spa-fallback" | "auth" | "allow" | "deny" | "cgi-prefix"
-        ) {
-            c.check_public_pages().map_err(err)?;
-        }
+        let mut warning = None;
+        set(self.config, key, value, origin, &mut warning).map_err(err)?;
+        self.config.warnings.extend(warning.map(err));
         Ok(())
     }
+}
+
+/// Applies one setting; `warning` gets what is applied with a caveat.
+fn set(
+    c: &mut Config,
+    key: &str,
+    value: &str,
+    origin: &Origin,
+    warning_out: &mut Option<String>,
+) -> Result<(), String> {
+    match key {
+        "listen" => c.listen.push(parse_addr(value)?),
+        "root" => c.root = parse_path(value)?,
+        "workers" => c.workers = parse_count(value, 1, 64)?,
+        "user" => {
+            c.user = parse_name(value)?;
+            c.user_origin = Some(origin.clone());
+        }
+        "group" => {
+            c.group = parse_name(value)?;
+            c.group_origin = Some(origin.clone());
+        }
+        "chroot" => c.chroot = parse_bool(value)?,
+        "daemon" => c.daemon = parse_bool(value)?,
+        "pidfile" => c.pidfile = Some(parse_path(value)?),
+        "syslog" => c.syslog = parse_bool(value)?,
+        "log-level" => c.log_level = parse_level(value)?,
+        "access-log" => {
+            c.access_log = match value {
+                "off" => Destination::Off,
+                "syslog" => Destination::Syslog,
+                _ => Destination::File(parse_path(value)?),
+            }
+        }
+        "server-name" => {
+            c.server_name = match value {
+                "off" => None,
+                v if v.bytes().all(|b| b.is_ascii_graphic()) && !v.is_empty() => {
+                    Some(v.to_string())
+                }
+                _ => return Err("expected a token without spaces, or `off`".into()),
+            }
+        }
+        "max-connections" => c.max_connections = parse_count(value, 1, 1 << 20)?,
+        "header-timeout" => c.header_timeout = parse_secs(value, 1)?,
+        "keepalive-timeout" => c.keepalive_timeout = parse_secs(value, 1)?,
+        "send-timeout" => c.send_timeout = parse_secs(value, 1)?,
+        "max-requests" => c.max_requests = parse_range(value, 1, u32::MAX.into())? as u32,
+        "grace" => c.grace = parse_secs(value, 1)?,
+        "index" => {
+            let names: Vec<String> = value.split_whitespace().map(str::to_string).collect();
+            if names.is_empty() || names.iter().any(|n| n.contains('/') || n.starts_with('.')) {
+                return Err("expected file names without `/`, e.g. `index.html index.htm`".into());
+            }
+            c.index = names;
+        }
+        "symlinks" => {
+            c.symlinks = match value {
+                "inside" => Symlinks::Inside,
+                "anywhere" => Symlinks::Anywhere,
+                _ => return Err("expected `inside` or `anywhere`".into()),
+            }
+        }
+        "allow" | "deny" => {
+            let verdict = match key {
+                "allow" => access::Verdict::Allow,
+                _ => access::Verdict::Deny,
+            };
+            let (rule, warning) = access::parse_rule(verdict, value)?;
+            c.access.push(rule);
+            *warning_out = warning;
+        }
+        "auth" => {
+            let realm = auth::parse_realm(value)?;
+            auth::check_file(&realm.file)?;
+            c.realms.push(realm);
+        }
+        _ => {
+            if !c.rules.apply(key, value)? && !c.cgi.apply(key, value)? {
+                return Err("unknown setting".into());
+            }
+        }
+    }
+    if matches!(
+        key,
+        "error-page" | "spa-fallback" | "auth" | "allow" | "deny" | "cgi-prefix"
+    ) {
+        c.check_public_pages()?;
+    }
+    Ok(())
 }
 
 /// Reads a config file: `key value` per line, `#` starts a comment line.
