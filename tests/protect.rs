@@ -262,3 +262,49 @@ fn the_shipped_device_config_is_valid() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// DNS rebinding: with `allowed-hosts`, a request naming another host (in
+/// `Host` or an absolute-form target) gets 421 and nothing of the site;
+/// the device's names, IP literals and localhost are served.
+#[test]
+fn names_other_than_the_devices_get_421() {
+    let s = Server::start(&["--allowed-hosts", "router.lan"]);
+    let get = |host: &str| {
+        s.raw(
+            format!("GET /index.html HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+    };
+    for host in ["evil.example", "evil.example:80", "router.lan.evil.example"] {
+        let out = get(host);
+        assert!(
+            out.starts_with("HTTP/1.1 421 Misdirected Request\r\n"),
+            "{host}: {out}"
+        );
+        assert!(!out.contains("hello"), "{host}: {out}");
+    }
+    let port = s.port;
+    for host in [
+        "router.lan",
+        "ROUTER.LAN:80",
+        "127.0.0.1",
+        &format!("127.0.0.1:{port}"),
+        "localhost",
+        "[::1]:80",
+    ] {
+        let out = get(host);
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{host}: {out}");
+    }
+    let out = s.raw(b"GET http://evil.example/index.html HTTP/1.1\r\nHost: router.lan\r\nConnection: close\r\n\r\n");
+    assert!(
+        out.starts_with("HTTP/1.1 421 "),
+        "the target's authority wins: {out}"
+    );
+    let out = s.raw(b"GET /index.html HTTP/1.0\r\n\r\n");
+    assert!(out.starts_with("HTTP/1.1 200 "), "no name at all: {out}");
+    // Without the setting, any name is served.
+    let open = Server::start(&[]);
+    let out =
+        open.raw(b"GET /index.html HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n");
+    assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+}

@@ -28,6 +28,7 @@ listing, syslog) need no value on the command line.
 
 Listening and files:
   --listen ADDR:PORT           address to listen on; repeatable (default 0.0.0.0:80, [::]:80)
+  --allowed-hosts NAMES        the device's names; other Host names get 421 (default off)
   --root DIR                   document root (default /www)
   --index NAMES                directory index files (default index.html)
   --symlinks inside|anywhere   where symlinks may lead (default inside)

@@ -10,6 +10,7 @@ use crate::cgi::settings as cgi;
 use crate::files::root::Symlinks;
 use crate::limits;
 use crate::logs::access_log::Destination;
+use crate::policy::hosts::AllowedHosts;
 use crate::policy::rules::Rules;
 use crate::policy::{access, auth};
 use crate::values::{parse_bool, parse_count, parse_path, parse_range, parse_secs};
@@ -21,6 +22,8 @@ pub const DEFAULT_CONFIG: &str = "/etc/marmoset/marmoset.conf";
 #[derive(Debug)]
 pub struct Config {
     pub listen: Vec<SocketAddr>,
+    /// `None`: any name in `Host` is answered.
+    pub allowed_hosts: Option<AllowedHosts>,
     pub root: PathBuf,
     pub workers: usize,
     pub user: Option<String>,
@@ -61,6 +64,7 @@ impl Default for Config {
                 SocketAddr::from(([0, 0, 0, 0], 80)),
                 SocketAddr::from(([0u16; 8], 80)),
             ],
+            allowed_hosts: None,
             root: PathBuf::from("/www"),
             workers: 1,
             user: None,
@@ -170,6 +174,7 @@ impl fmt::Display for ConfigError {
 /// any key not listed here, and a test checks `--help` names each one.
 pub const KEYS: &[&str] = &[
     "listen",
+    "allowed-hosts",
     "root",
     "index",
     "symlinks",
@@ -263,6 +268,12 @@ fn set(
 ) -> Result<(), String> {
     match key {
         "listen" => c.listen.push(parse_addr(value)?),
+        "allowed-hosts" => {
+            c.allowed_hosts = match value {
+                "off" => None,
+                names => Some(AllowedHosts::parse(names)?),
+            }
+        }
         "root" => c.root = parse_path(value)?,
         "workers" => c.workers = parse_count(value, 1, 64)?,
         "user" => {

@@ -52,6 +52,7 @@ statuses! {
     ContentTooLarge = 413 "Content Too Large",
     UriTooLong = 414 "URI Too Long",
     RangeNotSatisfiable = 416 "Range Not Satisfiable",
+    MisdirectedRequest = 421 "Misdirected Request",
     UnprocessableContent = 422 "Unprocessable Content",
     TooManyRequests = 429 "Too Many Requests",
     HeaderFieldsTooLarge = 431 "Request Header Fields Too Large",

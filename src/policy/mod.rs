@@ -1,6 +1,8 @@
-//! Who may see what: address rules, Basic auth, and the per-path rules
+//! Who may see what: the names the device answers to, address rules,
+//! Basic auth, and the per-path rules
 //! (headers, redirects, error pages) from the configuration.
 
 pub(crate) mod access;
 pub(crate) mod auth;
+pub(crate) mod hosts;
 pub(crate) mod rules;

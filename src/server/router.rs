@@ -98,6 +98,18 @@ pub fn route(
     if req.method == Method::Unknown {
         return Routed::Respond(finish(site, Response::status(Status::NotImplemented), ""));
     }
+    // A name that is not the device's: a page rebinding its own name to
+    // the device's address (see `policy::hosts`).
+    if let Some(hosts) = &site.config.allowed_hosts {
+        if req
+            .authority
+            .or_else(|| req.get(Field::Host))
+            .is_some_and(|host| !hosts.allows(host))
+        {
+            let r = Response::status(Status::MisdirectedRequest);
+            return Routed::Respond(finish(site, r, ""));
+        }
+    }
     let (raw_path, query) = path::split_query(req.target);
     let mut path = CleanPath::default();
     match path::clean_into(raw_path, &mut path) {

@@ -1,0 +1,110 @@
+//! Protection against DNS rebinding: a page on another site can point its
+//! own name at the device's address, and the browser then sends that name
+//! as `Host`. Only the device's own names, IP literals and `localhost` are
+//! answered; any other name gets 421 Misdirected Request (RFC 9110 section
+//! 15.5.20: this server is not the one that name is for), so the page can
+//! read nothing of the admin UI.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// The `allowed-hosts` setting: the names the device answers to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AllowedHosts(Vec<String>);
+
+impl AllowedHosts {
+    /// `NAME...`, space-separated.
+    pub fn parse(value: &str) -> Result<AllowedHosts, String> {
+        let names: Vec<String> = value
+            .split_whitespace()
+            .map(|n| n.trim_end_matches('.').to_ascii_lowercase())
+            .collect();
+        let valid = |n: &String| {
+            !n.is_empty()
+                && n.split('.').all(|label| {
+                    !label.is_empty()
+                        && label
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                })
+        };
+        match names.iter().find(|n| !valid(n)) {
+            _ if names.is_empty() => Err("expected host names, e.g. `router.lan`, or `off`".into()),
+            Some(bad) => Err(format!("`{bad}` is not a host name")),
+            None => Ok(AllowedHosts(names)),
+        }
+    }
+
+    /// Whether a request naming `host` (a `Host` value or a target's
+    /// authority, with or without a port) is for this device.
+    pub fn allows(&self, host: &[u8]) -> bool {
+        let Ok(host) = std::str::from_utf8(host) else {
+            return false;
+        };
+        let name = match host.strip_prefix('[') {
+            // `[v6]` or `[v6]:port`.
+            Some(rest) => {
+                return rest.split_once(']').is_some_and(|(ip, port)| {
+                    ip.parse::<Ipv6Addr>().is_ok()
+                        && (port.is_empty() || port.strip_prefix(':').is_some_and(is_port))
+                });
+            }
+            None => match host.rsplit_once(':') {
+                Some((name, port)) if is_port(port) => name,
+                _ => host,
+            },
+        };
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        name.parse::<Ipv4Addr>().is_ok()
+            || name == "localhost"
+            || name.ends_with(".localhost")
+            || self.0.iter().any(|n| *n == name)
+    }
+}
+
+fn is_port(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_device_names_addresses_and_localhost_pass() {
+        let hosts = AllowedHosts::parse("Router.LAN router.").unwrap();
+        for ok in [
+            "router.lan",
+            "ROUTER.lan:8080",
+            "router.lan.",
+            "router",
+            "192.168.1.1",
+            "192.168.1.1:80",
+            "[fe80::1]",
+            "[::1]:8443",
+            "localhost:8080",
+            "app.localhost",
+        ] {
+            assert!(hosts.allows(ok.as_bytes()), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "router.lan.evil.example",
+            "evil.example:80",
+            "[::1",
+            "[nothing]",
+            "192.168.1.1.evil.example",
+            "router.lan:x",
+            "",
+        ] {
+            assert!(!hosts.allows(bad.as_bytes()), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_host_names_are_taken() {
+        assert!(AllowedHosts::parse("a.lan b").is_ok());
+        assert!(AllowedHosts::parse("").is_err());
+        assert!(AllowedHosts::parse("a..b").is_err());
+        assert!(AllowedHosts::parse("a_b.lan").is_err());
+    }
+}
