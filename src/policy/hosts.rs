@@ -57,7 +57,7 @@ impl AllowedHosts {
         name.parse::<Ipv4Addr>().is_ok()
             || name == "localhost"
             || name.ends_with(".localhost")
-            || self.0.iter().any(|n| *n == name)
+            || self.0.contains(&name)
     }
 }
 
