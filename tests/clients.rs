@@ -87,14 +87,17 @@ fn a_stalled_reader_is_dropped_by_the_send_timeout() {
     s.assert_healthy();
 }
 
+/// At the limit, a new client waits while every connection is busy (here:
+/// in the middle of a head), and is served once one of them goes idle,
+/// which is then closed to make room.
 #[test]
-fn at_the_connection_limit_new_clients_wait_for_a_free_slot() {
+fn at_the_connection_limit_new_clients_wait_for_a_connection_to_go_idle() {
     let s = Server::start(&["--max-connections", "2", "--keepalive-timeout", "30"]);
     let mut a = s.connect();
     let mut b = s.connect();
     for c in [&mut a, &mut b] {
-        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
-        assert_eq!(read_response(c, false).unwrap().status, 200);
+        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n").unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     }
     // A third client connects (the kernel queues it) but is not served yet.
     let mut waiting = s.connect();
@@ -106,16 +109,18 @@ fn at_the_connection_limit_new_clients_wait_for_a_free_slot() {
         .unwrap();
     let mut byte = [0u8; 1];
     assert!(waiting.read(&mut byte).is_err(), "served beyond the limit");
-    // The served clients are still served.
-    a.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    // `a` finishes its request and goes idle: it makes room.
+    a.write_all(b"\r\n").unwrap();
     assert_eq!(read_response(&mut a, false).unwrap().status, 200);
-    // A slot frees: the waiting client is served.
-    drop(b);
     waiting
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    let r = read_response(&mut waiting, false).unwrap();
+    let r = read_response(&mut waiting, false).expect("served once one went idle");
     assert_eq!(r.status, 200);
+    assert_eq!(read_to_close(&mut a), "", "the idle one was closed");
+    // `b` was busy all along and is still served.
+    b.write_all(b"\r\n").unwrap();
+    assert_eq!(read_response(&mut b, false).unwrap().status, 200);
 }
 
 /// CPU time (user + system, in clock ticks) of a process and its children.

@@ -3,6 +3,7 @@
 
 pub(crate) mod buffers;
 pub(crate) mod deadline;
+pub(crate) mod idle;
 pub(crate) mod input;
 pub(crate) mod notify;
 pub(crate) mod slots;

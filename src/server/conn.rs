@@ -584,7 +584,18 @@ impl Conn {
                 }
             }
         };
-        future::or(readable, stopped).await
+        // At the connection limit the worker may ask the connection idle
+        // longest since a request to make room (never one still to send its
+        // first: its client has just connected).
+        let idle = (self.served > 0).then(|| self.w.idle.enter());
+        let evicted = async {
+            match &idle {
+                Some(idle) => idle.evicted().await,
+                None => future::pending().await,
+            }
+            false
+        };
+        future::or(readable, future::or(stopped, evicted)).await
     }
 
     /// Closes politely: stop sending, then read what the client still sends for

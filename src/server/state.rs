@@ -7,6 +7,7 @@ use crate::http::clock::Clock;
 use crate::logs::access_log::AccessLog;
 use crate::net::buffers::Pool;
 use crate::net::deadline::Deadlines;
+use crate::net::idle::IdleQueue;
 use crate::net::notify::Notify;
 use crate::net::slots::Slots;
 use crate::server::router::Site;
@@ -20,6 +21,8 @@ pub struct Worker {
     pub access_log: RefCell<AccessLog>,
     /// This worker's share of the connection limit.
     pub connections: Slots,
+    /// Connections waiting for their next request, oldest first.
+    pub idle: IdleQueue,
     /// This worker's share of the scripts that may run at once.
     pub scripts: Slots,
     stopping: Cell<bool>,
@@ -42,6 +45,7 @@ impl Worker {
             pool: Pool::default(),
             access_log: RefCell::new(AccessLog::open(&config.access_log)),
             connections: Slots::new(config.max_connections.div_ceil(workers)),
+            idle: IdleQueue::default(),
             scripts: Slots::new(config.cgi.max.div_ceil(workers)),
             stopping: Cell::new(false),
             retiring: Cell::new(false),

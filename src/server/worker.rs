@@ -118,9 +118,24 @@ async fn accept_loop(
             if w.is_winding_down() {
                 return;
             }
-            match w.connections.take() {
-                Some(slot) => break slot,
-                None => future::or(w.connections.freed.notified(), w.stop.notified()).await,
+            if let Some(slot) = w.connections.take() {
+                break slot;
+            }
+            // At the limit: wait for a slot, or for a client to arrive; then
+            // make room by closing the connection idle longest.
+            let arrived = future::or(async { listener.readable().await.is_ok() }, async {
+                future::or(w.connections.freed.notified(), w.stop.notified()).await;
+                false
+            })
+            .await;
+            if arrived {
+                // None idle yet: wait until one is (or a slot frees).
+                let idle = w.idle.evict_oldest();
+                let freed = future::or(w.connections.freed.notified(), w.stop.notified());
+                match idle {
+                    true => freed.await,
+                    false => future::or(freed, w.idle.entered.notified()).await,
+                }
             }
         };
         let accepted = future::or(async { Some(listener.accept().await) }, async {

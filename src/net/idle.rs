@@ -1,0 +1,89 @@
+//! Connections waiting for their next request, oldest first, so that at
+//! the connection limit the one idle longest can be asked to close and
+//! make room for a new client (nginx does the same).
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+
+use crate::net::notify::Notify;
+
+#[derive(Default)]
+pub struct IdleQueue {
+    next: Cell<u64>,
+    waiting: RefCell<VecDeque<u64>>,
+    evicted: RefCell<Vec<u64>>,
+    wake: Notify,
+    /// Woken when a connection becomes idle.
+    pub entered: Notify,
+}
+
+/// A connection's place in the queue while it is idle; dropped when its
+/// next request comes (or it closes).
+pub struct Idle<'a> {
+    queue: &'a IdleQueue,
+    id: u64,
+}
+
+impl IdleQueue {
+    pub fn enter(&self) -> Idle<'_> {
+        let id = self.next.get();
+        self.next.set(id + 1);
+        self.waiting.borrow_mut().push_back(id);
+        self.entered.notify_all();
+        Idle { queue: self, id }
+    }
+
+    /// Asks the connection idle longest to close; false if none is idle.
+    pub fn evict_oldest(&self) -> bool {
+        let Some(id) = self.waiting.borrow_mut().pop_front() else {
+            return false;
+        };
+        self.evicted.borrow_mut().push(id);
+        self.wake.notify_all();
+        true
+    }
+}
+
+impl Idle<'_> {
+    /// Resolves when this connection is asked to close.
+    pub async fn evicted(&self) {
+        loop {
+            let woken = self.queue.wake.notified();
+            if self.queue.evicted.borrow().contains(&self.id) {
+                return;
+            }
+            woken.await;
+        }
+    }
+}
+
+impl Drop for Idle<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self.queue.waiting.borrow_mut();
+        if let Some(i) = waiting.iter().position(|&id| id == self.id) {
+            waiting.remove(i);
+        }
+        self.queue.evicted.borrow_mut().retain(|&id| id != self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_is_evicted_first_and_leavers_are_forgotten() {
+        let q = IdleQueue::default();
+        let a = q.enter();
+        let b = q.enter();
+        let c = q.enter();
+        drop(a);
+        assert!(q.evict_oldest());
+        assert_eq!(*q.evicted.borrow(), vec![b.id]);
+        drop(b);
+        assert!(q.evicted.borrow().is_empty());
+        assert!(q.evict_oldest());
+        drop(c);
+        assert!(!q.evict_oldest(), "nobody is idle");
+    }
+}
