@@ -401,6 +401,7 @@ async fn verify_off_thread(password: String, hash: String) -> bool {
         .name("auth".into())
         .stack_size(64 * 1024)
         .spawn(move || {
+            log::debug!("auth: verifying a password");
             let ok = crypt_matches(&password, &hash);
             let _ = (&theirs).write_all(&[u8::from(ok)]);
         });
