@@ -38,7 +38,9 @@ fn protected(extra: &[&str]) -> Server {
             .unwrap()
             .1,
     );
-    let file = root.write("../htpasswd", htpasswd);
+    // In the root (a dotfile, never served): a file beside it would be
+    // shared by the tests running in parallel.
+    let file = root.write(".htpasswd", htpasswd);
     let realm = format!("/admin/ \"Device admin\" {}", file.display());
     let mut args = vec!["--auth", realm.as_str(), "--cgi-prefix", "/admin/cgi/"];
     args.extend_from_slice(extra);
@@ -140,7 +142,7 @@ fn success_is_cached_and_the_file_reread() {
         assert_eq!(s.get("/admin/", &[&good]).status, 200);
     }
     // A changed password file takes effect.
-    let file = s.root.path().join("../htpasswd");
+    let file = s.root.path().join(".htpasswd");
     let md5 = tool("openssl", &["passwd", "-1", "new-pw"]);
     std::fs::write(&file, format!("bcrypt:{md5}\n")).unwrap();
     let later = std::time::SystemTime::now() + Duration::from_secs(2);
