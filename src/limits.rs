@@ -84,3 +84,30 @@ pub const MAX_CHUNK_LINE: usize = 4096;
 /// Local redirects (`Location: /path` from a script) followed for one
 /// request; a loop of scripts redirecting to each other ends in a 500.
 pub const MAX_LOCAL_REDIRECTS: u32 = 5;
+
+/// Basic auth: how long a good login is remembered, and how many are (per
+/// worker). A browser sends the same credentials with every request; a
+/// remembered login costs no hash.
+pub const AUTH_CACHE_TTL: Duration = Duration::from_secs(60);
+pub const AUTH_CACHE_MAX: usize = 256;
+
+/// Checks of wrong passwords for one user from one address within
+/// `AUTH_FAIL_WINDOW` before that pair gets 429, across all workers (each
+/// allows its share). Enough for a person's typos; it keeps online guessing
+/// to a few passwords a minute per user and address.
+pub const AUTH_FAIL_LIMIT: u32 = 5;
+pub const AUTH_FAIL_WINDOW: Duration = Duration::from_secs(60);
+/// `(address, user)` pairs the limiter tracks per worker, about 48 bytes
+/// each. A new pair past this replaces the one with the fewest failures,
+/// so a flood of new names does not free a limited pair.
+pub const AUTH_FAIL_PAIRS: usize = 1024;
+
+/// Threads per worker that verify passwords. One: a bcrypt or sha-crypt
+/// check keeps a core busy for tens of milliseconds (hundreds on a device),
+/// so a flood of logins costs at most one core per worker, a fixed amount
+/// of memory, and the worker thread goes on serving.
+pub const AUTH_THREADS: usize = 1;
+/// Checks waiting for a thread; past this, 503. Room for a browser's first
+/// parallel requests with a new login (about 6); a longer queue would only
+/// make everyone wait longer during a flood.
+pub const AUTH_QUEUE: usize = 8;

@@ -116,7 +116,7 @@ fn missing_wrong_and_malformed_credentials_get_401() {
 }
 
 #[test]
-fn repeated_failures_are_limited_per_address() {
+fn repeated_failures_are_limited_per_address_and_user() {
     let s = protected(&[]);
     for _ in 0..5 {
         assert_eq!(s.get("/admin/", &[&basic("sha256", "guess")]).status, 401);
@@ -126,7 +126,11 @@ fn repeated_failures_are_limited_per_address() {
         r.status, 429,
         "even the right password waits once the limit is hit"
     );
-    assert!(r.header("retry-after").is_some());
+    assert_eq!(
+        r.header("retry-after"),
+        Some("60"),
+        "the limit lasts a window"
+    );
     assert_eq!(
         s.get("/index.html", &[]).status,
         200,
@@ -309,4 +313,176 @@ fn names_other_than_the_devices_get_421() {
     let out =
         open.raw(b"GET /index.html HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n");
     assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+}
+
+/// A realm whose users have bcrypt hashes slow enough (cost 11, tens of ms)
+/// that parallel requests overlap their verifications.
+fn slow_realm(extra: &[&str]) -> Server {
+    let root = TempDir::new("slow-auth");
+    root.write("index.html", "x");
+    root.write("admin/index.html", "admin page");
+    let htpasswd = format!(
+        "{}\n{}\n",
+        tool("htpasswd", &["-nbB", "-C", "11", "owner", "pw-owner"]),
+        tool("htpasswd", &["-nbB", "-C", "11", "other", "pw-other"]),
+    );
+    let file = root.write(".htpasswd", htpasswd);
+    let realm = format!("/admin/ \"Device admin\" {}", file.display());
+    let mut args = vec!["--auth", realm.as_str()];
+    args.extend_from_slice(extra);
+    Server::start_in(root, &args)
+}
+
+/// Sends `headers[i]` on connection `i`, all at once (every connection is
+/// open before any request is written); the statuses, and the responses.
+fn parallel(s: &Server, headers: &[String]) -> Vec<Response> {
+    let conns: Vec<_> = headers.iter().map(|_| s.connect()).collect();
+    let go = std::sync::Arc::new(std::sync::Barrier::new(headers.len()));
+    let threads: Vec<_> = conns
+        .into_iter()
+        .zip(headers.iter().cloned())
+        .map(|(mut c, h)| {
+            let go = go.clone();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                go.wait();
+                let req =
+                    format!("GET /admin/ HTTP/1.1\r\nHost: t\r\n{h}\r\nConnection: close\r\n\r\n");
+                c.write_all(req.as_bytes()).unwrap();
+                read_response(&mut c, false).expect("a response")
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+fn count(responses: &[Response], status: u16) -> usize {
+    responses.iter().filter(|r| r.status == status).count()
+}
+
+#[test]
+fn a_cached_login_and_other_users_pass_while_one_is_limited() {
+    let s = protected(&[]);
+    let good = basic("bcrypt", "pw-bcrypt");
+    assert_eq!(s.get("/admin/", &[&good]).status, 200);
+    for i in 0..5 {
+        let r = s.get("/admin/", &[&basic("bcrypt", &format!("guess{i}"))]);
+        assert_eq!(r.status, 401, "guess {i}");
+    }
+    assert_eq!(s.get("/admin/", &[&basic("bcrypt", "guess9")]).status, 429);
+    // Behind a proxy every client has the address that guessed.
+    assert_eq!(s.get("/admin/", &[&good]).status, 200, "a cached login");
+    assert_eq!(
+        s.get("/admin/", &[&basic("md5", "pw-md5")]).status,
+        200,
+        "another user from the same address"
+    );
+    let (code, _, _) = curl(&[
+        "--interface",
+        "127.0.0.2",
+        "-u",
+        "bcrypt:other-guess",
+        &s.url("/admin/"),
+    ]);
+    assert_eq!(code, 401, "the same user from another address");
+}
+
+#[test]
+fn parallel_guesses_are_counted_when_they_start() {
+    let s = slow_realm(&["--log-level", "debug"]);
+    let guesses: Vec<String> = (0..16)
+        .map(|i| basic("owner", &format!("guess{i}")))
+        .collect();
+    let answers = parallel(&s, &guesses);
+    let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
+    assert_eq!(count(&answers, 401), 5, "{statuses:?}");
+    assert_eq!(count(&answers, 429), 11, "{statuses:?}");
+    assert_eq!(
+        s.log_text().matches("auth: verifying a password").count(),
+        5,
+        "hashes verified: {}",
+        s.log_text()
+    );
+}
+
+#[test]
+fn hashing_runs_on_a_bounded_pool() {
+    let s = slow_realm(&[]);
+    let worker = *children(s.pid()).first().expect("a worker");
+    // The worker's own threads (its main thread, async-io's), before any check.
+    let before: u32 = proc_status(worker, "Threads").unwrap().parse().unwrap();
+    // Distinct unknown users: no limit applies, each is a hash to verify.
+    let guesses: Vec<String> = (0..40)
+        .map(|i| basic(&format!("user{i}"), "guess"))
+        .collect();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut most = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let threads = proc_status(worker, "Threads").and_then(|t| t.parse().ok());
+                most = most.max(threads.unwrap_or(0));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            most
+        })
+    };
+    let answers = parallel(&s, &guesses);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let most_threads: u32 = sampler.join().unwrap();
+    let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
+    // The pool takes a few at once; a bcrypt-11 hash outlasts the burst's
+    // arrival many times over, so most are turned away.
+    assert!(
+        most_threads <= before + 1,
+        "worker threads: {most_threads}, {before} before"
+    );
+    assert!(count(&answers, 503) >= 20, "{statuses:?}");
+    assert_eq!(
+        count(&answers, 401) + count(&answers, 503),
+        40,
+        "{statuses:?}"
+    );
+    let busy = answers.iter().find(|r| r.status == 503).unwrap();
+    assert_eq!(busy.header("retry-after"), Some("1"));
+    // The pool is free again once the burst is over.
+    assert_eq!(s.get("/admin/", &[&basic("other", "pw-other")]).status, 200);
+}
+
+/// One request on a kept-alive connection, reconnecting if the server closed it.
+fn on(s: &Server, c: &mut std::net::TcpStream, header: &str) -> u16 {
+    use std::io::Write;
+    let req = format!("GET /admin/ HTTP/1.1\r\nHost: t\r\n{header}\r\n\r\n");
+    let r = match c.write_all(req.as_bytes()) {
+        Ok(()) => read_response(c, false),
+        Err(_) => None,
+    };
+    let r = r.unwrap_or_else(|| {
+        *c = s.connect();
+        c.write_all(req.as_bytes()).unwrap();
+        read_response(c, false).expect("a response")
+    });
+    if r.header("connection") == Some("close") {
+        *c = s.connect();
+    }
+    r.status
+}
+
+#[test]
+fn two_workers_give_the_configured_number_of_tries() {
+    // One connection per worker: with a limit of two, each worker takes one.
+    let s = protected(&["--workers", "2", "--max-connections", "2"]);
+    let mut a = s.connect();
+    let mut b = s.connect();
+    let mut unauthorized = 0;
+    for i in 0..8 {
+        for c in [&mut a, &mut b] {
+            let status = on(&s, c, &basic("sha256", &format!("guess{i}")));
+            assert!(status == 401 || status == 429, "{status}");
+            unauthorized += usize::from(status == 401);
+        }
+    }
+    assert_eq!(unauthorized, 5, "tries across both workers");
 }

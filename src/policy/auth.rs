@@ -1,8 +1,10 @@
 //! HTTP Basic authentication (RFC 7617): realms per path prefix, users from
 //! htpasswd-style files. Hashes are checked by the C library's crypt(3)
-//! (musl and libxcrypt both do `$1$`, `$5$`, `$6$` and bcrypt `$2b$`/`$2y$`)
-//! on a short-lived thread, since bcrypt and sha-crypt take long on small
-//! CPUs; successes are cached briefly and failures rate-limited per address.
+//! (musl and libxcrypt both do `$1$`, `$5$`, `$6$` and bcrypt `$2b$`/`$2y$`).
+//! Checks run on a
+//! small pool of threads with a bounded queue, since bcrypt and sha-crypt
+//! take long on small CPUs; successes are cached briefly, and failures are
+//! limited per address and user, counted when a check starts.
 
 use std::ffi::{CStr, CString, c_char};
 use std::hash::{BuildHasher, Hasher, RandomState};
@@ -10,27 +12,24 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Instant, SystemTime};
 
 use async_io::Async;
 use futures_lite::AsyncReadExt;
 
 use crate::http::request::{Field, Request};
+use crate::limits::{
+    AUTH_CACHE_MAX, AUTH_CACHE_TTL, AUTH_FAIL_LIMIT, AUTH_FAIL_PAIRS, AUTH_FAIL_WINDOW, AUTH_QUEUE,
+    AUTH_THREADS,
+};
 use crate::policy::access::under;
-
-/// How long a successful check is remembered.
-const CACHE_TTL: Duration = Duration::from_secs(60);
-/// Cached successes at most (per worker).
-const CACHE_MAX: usize = 256;
-/// Failures an address may have within `FAIL_WINDOW` before it is refused (429).
-const FAIL_LIMIT: u32 = 5;
-const FAIL_WINDOW: Duration = Duration::from_secs(60);
-/// Addresses tracked for failures at most (per worker).
-const FAIL_MAX: usize = 1024;
 
 /// A hash of a real format for unknown users, so that they take as long as known ones.
 const DECOY: &str = "$6$decoydecoy$H6UbnN.2rX4.GZ4xGIVIWOhzCZ0HoWwVsAgOsbBbGxl7jHH5pOj4/qbNodi2iWx4vdyRd0hUjkh6HTwr9ANCA0";
+
+/// Hash formats accepted in htpasswd files.
+const FORMATS: [&str; 6] = ["$1$", "$5$", "$6$", "$2b$", "$2y$", "$2a$"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Realm {
@@ -76,24 +75,43 @@ pub fn check_file(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// One line of an htpasswd file: `None` for blanks and comments.
+fn entry(line: &str) -> Result<Option<(&str, &str)>, String> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(None);
+    }
+    let Some((user, hash)) = line.split_once(':') else {
+        return Err("not `user:hash`".into());
+    };
+    let hash = hash.split(':').next().unwrap_or("");
+    if !FORMATS.iter().any(|p| hash.starts_with(p)) {
+        return Err(format!("unsupported hash format for {user}"));
+    }
+    Ok(Some((user, hash)))
+}
+
 /// What a request under a realm gets.
 pub enum Decision {
     /// Not protected, or a good password (the user).
     Pass(Option<String>),
     /// 401 with this realm's challenge.
     Challenge(&'static str),
-    /// 429: too many failures from this address.
+    /// 429: too many failures for this user from this address.
     Limited,
-    /// A password to check against a hash, off the worker thread.
+    /// 503: the verification queue is full.
+    Busy,
+    /// A password being checked off the worker thread: wait for it, then ask again.
     Verify(Pending),
 }
 
 pub struct Pending {
     pub user: String,
-    password: String,
-    hash: String,
+    /// Where the pool writes its answer.
+    answer: UnixStream,
     tag: u64,
-    realm: usize,
+    /// False for an unknown user, whose decoy check never passes.
+    known: bool,
 }
 
 /// The answer of a verification, handed back to `check`.
@@ -104,13 +122,17 @@ pub struct Checked {
 }
 
 impl Pending {
-    /// Runs crypt(3) on a thread of its own and waits for it without blocking the worker.
+    /// Waits for the pool's answer without blocking the worker.
     pub async fn run(self) -> Checked {
-        let ok = verify_off_thread(self.password, self.hash).await;
+        let mut answer = [0u8; 1];
+        let ok = match Async::new(self.answer) {
+            Ok(s) => (&s).read_exact(&mut answer).await.is_ok() && answer[0] == 1,
+            Err(_) => false,
+        };
         Checked {
             tag: self.tag,
             user: self.user,
-            ok: ok && self.realm != usize::MAX,
+            ok: ok && self.known,
         }
     }
 }
@@ -118,25 +140,45 @@ impl Pending {
 /// `(user, hash)` pairs of one htpasswd file.
 type Users = Vec<(String, String)>;
 
+/// One realm's file as last read.
+struct File {
+    mtime: SystemTime,
+    users: Users,
+    /// What an unknown user's password is checked against.
+    decoy: String,
+}
+
 /// Per-worker state: users per file, cached successes, failure counts.
 pub struct Auth {
     realms: &'static [Realm],
-    /// Per realm: the file's mtime when read, and its `(user, hash)` lines.
-    users: Vec<Option<(SystemTime, Users)>>,
+    files: Vec<Option<File>>,
     /// `(credentials tag, user, valid until)`; small, so a Vec (no hash map code in the binary).
     cache: Vec<(u64, String, Instant)>,
-    /// `(address, failures, window start)`.
-    failures: Vec<(IpAddr, u32, Instant)>,
+    /// `(address, user tag, checks started, window start)`.
+    failures: Vec<(IpAddr, u64, u32, Instant)>,
+    /// This worker's share of `AUTH_FAIL_LIMIT`.
+    fail_limit: u32,
     keys: RandomState,
 }
 
+/// Worker `slot` of `workers`' share of the failure limit. Each worker keeps
+/// its own table, and a client's connections may reach any worker, so the
+/// limit is divided: the shares add up to `AUTH_FAIL_LIMIT` (with at least
+/// one try per worker when there are more workers than tries).
+pub fn fail_share(slot: usize, workers: usize) -> u32 {
+    let n = workers.max(1) as u32;
+    let extra = u32::from((slot as u32) < AUTH_FAIL_LIMIT % n);
+    (AUTH_FAIL_LIMIT / n + extra).max(1)
+}
+
 impl Auth {
-    pub fn new(realms: &'static [Realm]) -> Auth {
+    pub fn new(realms: &'static [Realm], fail_limit: u32) -> Auth {
         Auth {
             realms,
-            users: vec![None; realms.len()],
+            files: realms.iter().map(|_| None).collect(),
             cache: Vec::new(),
             failures: Vec::new(),
+            fail_limit,
             keys: RandomState::new(),
         }
     }
@@ -154,15 +196,15 @@ impl Auth {
             return Decision::Pass(None);
         };
         let realm: &'static Realm = &self.realms[i];
-        if self.limited(client) {
-            return Decision::Limited;
-        }
         let Some(header) = req.get(Field::Authorization) else {
             return Decision::Challenge(&realm.name);
         };
         let tag = self.tag(i, header);
         if let Some(v) = verdict.filter(|v| v.tag == tag) {
             if v.ok {
+                // The owner got it right: earlier slips no longer count.
+                let who = self.who(client, &v.user);
+                self.failures.retain(|f| (f.0, f.1) != who);
                 self.remember(tag, &v.user);
                 return Decision::Pass(Some(v.user));
             }
@@ -171,45 +213,55 @@ impl Auth {
                 v.user,
                 realm.name
             );
-            self.fail(client);
             return Decision::Challenge(&realm.name);
         }
-        // A changed password file clears the cache, so check it first.
-        self.users(i);
+        // A changed password file clears the cache, so check it first. A
+        // cached login passes even while its address and user are limited:
+        // it costs no hash and guesses nothing.
+        self.file(i);
         if let Some((_, user, until)) = self.cache.iter().find(|(t, _, _)| *t == tag) {
             if *until > Instant::now() {
                 return Decision::Pass(Some(user.clone()));
             }
         }
         let Some((user, password)) = basic_credentials(header) else {
+            // Nothing to hash and nothing guessed: not counted.
             log::warn!(
                 "auth: malformed credentials from {client} (realm {:?})",
                 realm.name
             );
-            self.fail(client);
             return Decision::Challenge(&realm.name);
         };
-        let known = self
-            .users(i)
-            .iter()
-            .find(|(u, _)| *u == user)
-            .map(|(_, h)| h.clone());
-        let (hash, realm_index) = match known {
-            Some(h) => (h, i),
-            None => {
-                log::warn!(
-                    "auth: unknown user {user:?} from {client} (realm {:?})",
-                    realm.name
-                );
-                (DECOY.to_string(), usize::MAX)
-            }
+        // Per address and user, not per address: behind a proxy every client
+        // has one address, and one guesser must not lock every user out.
+        let who = self.who(client, &user);
+        if self.limited(who) {
+            return Decision::Limited;
+        }
+        let file = self.file(i);
+        let known = file.users.iter().find(|(u, _)| *u == user);
+        let hash = known.map_or(&file.decoy, |(_, h)| h).clone();
+        let known = known.is_some();
+        if !known {
+            log::warn!(
+                "auth: unknown user {user:?} from {client} (realm {:?})",
+                realm.name
+            );
+        }
+        let Some((answer, again)) = submit(password, hash, tag) else {
+            return Decision::Busy;
         };
+        // Counted now, not when the answer comes: parallel guesses cannot
+        // all start before the first is counted. The same credentials
+        // already being checked (a browser's parallel requests) are one guess.
+        if !again {
+            self.fail(who);
+        }
         Decision::Verify(Pending {
             user,
-            password,
-            hash,
+            answer,
             tag,
-            realm: realm_index,
+            known,
         })
     }
 
@@ -221,57 +273,76 @@ impl Auth {
         h.finish()
     }
 
+    /// The limiter's key: the address and a keyed hash of the user name.
+    fn who(&self, client: IpAddr, user: &str) -> (IpAddr, u64) {
+        let mut h = self.keys.build_hasher();
+        h.write(user.as_bytes());
+        (client, h.finish())
+    }
+
     fn remember(&mut self, tag: u64, user: &str) {
         let now = Instant::now();
         self.cache.retain(|(t, _, until)| *until > now && *t != tag);
-        if self.cache.len() >= CACHE_MAX {
+        if self.cache.len() >= AUTH_CACHE_MAX {
             self.cache.remove(0);
         }
-        self.cache.push((tag, user.to_string(), now + CACHE_TTL));
+        self.cache
+            .push((tag, user.to_string(), now + AUTH_CACHE_TTL));
     }
 
-    fn limited(&self, client: IpAddr) -> bool {
-        self.failures
-            .iter()
-            .any(|(a, n, since)| *a == client && *n >= FAIL_LIMIT && since.elapsed() < FAIL_WINDOW)
+    fn limited(&self, who: (IpAddr, u64)) -> bool {
+        self.failures.iter().any(|&(a, u, n, since)| {
+            (a, u) == who && n >= self.fail_limit && since.elapsed() < AUTH_FAIL_WINDOW
+        })
     }
 
-    fn fail(&mut self, client: IpAddr) {
-        self.failures
-            .retain(|(_, _, since)| since.elapsed() < FAIL_WINDOW);
-        match self.failures.iter_mut().find(|(a, _, _)| *a == client) {
-            Some(entry) => entry.1 += 1,
+    fn fail(&mut self, who: (IpAddr, u64)) {
+        self.failures.retain(|f| f.3.elapsed() < AUTH_FAIL_WINDOW);
+        match self.failures.iter_mut().find(|f| (f.0, f.1) == who) {
+            Some(entry) => entry.2 += 1,
             None => {
-                if self.failures.len() >= FAIL_MAX {
-                    self.failures.remove(0);
+                // Full: drop the pair with the fewest failures (the oldest of
+                // those), so that new names do not push out a limited pair.
+                if self.failures.len() >= AUTH_FAIL_PAIRS {
+                    let fewest = (0..self.failures.len())
+                        .min_by_key(|&j| (self.failures[j].2, self.failures[j].3));
+                    if let Some(j) = fewest {
+                        self.failures.swap_remove(j);
+                    }
                 }
-                self.failures.push((client, 1, Instant::now()));
+                self.failures.push((who.0, who.1, 1, Instant::now()));
             }
         }
     }
 
-    /// The users of realm `i`, re-read when the file changes.
-    fn users(&mut self, i: usize) -> &Users {
-        let file = &self.realms[i].file;
-        let mtime = std::fs::metadata(file).and_then(|m| m.modified()).ok();
-        let stale = match (&self.users[i], mtime) {
-            (Some((seen, _)), Some(m)) => *seen != m,
+    /// Realm `i`'s file, re-read when it changes.
+    fn file(&mut self, i: usize) -> &File {
+        let path = &self.realms[i].file;
+        let mtime = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        let stale = match (&self.files[i], mtime) {
+            (Some(f), Some(m)) => f.mtime != m,
             _ => true,
         };
         if stale {
-            let map = read_htpasswd(file);
-            self.users[i] = Some((mtime.unwrap_or(SystemTime::UNIX_EPOCH), map));
+            let users = read_htpasswd(path);
+            self.files[i] = Some(File {
+                mtime: mtime.unwrap_or(SystemTime::UNIX_EPOCH),
+                users,
+                decoy: DECOY.into(),
+            });
             // A changed file may have changed passwords: forget what was cached.
             self.cache.clear();
         }
-        &self.users[i]
-            .get_or_insert_with(|| (SystemTime::UNIX_EPOCH, Vec::new()))
-            .1
+        self.files[i].get_or_insert_with(|| File {
+            mtime: SystemTime::UNIX_EPOCH,
+            users: Vec::new(),
+            decoy: DECOY.into(),
+        })
     }
 }
 
 /// `user:hash` lines; comments and unsupported hash formats are skipped.
-fn read_htpasswd(path: &std::path::Path) -> Users {
+fn read_htpasswd(path: &Path) -> Users {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => {
@@ -279,30 +350,16 @@ fn read_htpasswd(path: &std::path::Path) -> Users {
             return Vec::new();
         }
     };
-    let mut users = Vec::new();
+    let mut users: Users = Vec::new();
     for (n, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
+        match entry(line) {
+            Ok(Some((user, hash))) => {
+                users.retain(|(u, _)| u != user);
+                users.push((user.to_string(), hash.to_string()));
+            }
+            Ok(None) => {}
+            Err(e) => log::warn!("auth: {}:{}: {e}; skipped", path.display(), n + 1),
         }
-        let Some((user, hash)) = line.split_once(':') else {
-            log::warn!("auth: {}:{}: not `user:hash`", path.display(), n + 1);
-            continue;
-        };
-        let hash = hash.split(':').next().unwrap_or("");
-        if !["$1$", "$5$", "$6$", "$2b$", "$2y$", "$2a$"]
-            .iter()
-            .any(|p| hash.starts_with(p))
-        {
-            log::warn!(
-                "auth: {}:{}: unsupported hash format for {user}",
-                path.display(),
-                n + 1
-            );
-            continue;
-        }
-        users.retain(|(u, _): &(String, String)| u != user);
-        users.push((user.to_string(), hash.to_string()));
     }
     users
 }
@@ -364,13 +421,15 @@ unsafe extern "C" {
 /// crypt(3) keeps its result in a static buffer.
 static CRYPT: Mutex<()> = Mutex::new(());
 
+fn verify(password: &str, hash: &str) -> bool {
+    crypt_matches(password, hash)
+}
+
 fn crypt_matches(password: &str, hash: &str) -> bool {
     let (Ok(key), Ok(setting)) = (CString::new(password), CString::new(hash)) else {
         return false;
     };
-    let Ok(_guard) = CRYPT.lock() else {
-        return false;
-    };
+    let _guard = lock(&CRYPT);
     // SAFETY: both pointers are valid NUL-terminated strings for the call; the
     // result is copied out before the lock is released.
     let out = unsafe { crypt(key.as_ptr(), setting.as_ptr()) };
@@ -390,26 +449,88 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn verify_off_thread(password: String, hash: String) -> bool {
-    let Ok((ours, theirs)) = UnixStream::pair() else {
-        return false;
-    };
-    let Ok(ours) = Async::new(ours) else {
-        return false;
-    };
-    let spawned = std::thread::Builder::new()
-        .name("auth".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            log::debug!("auth: verifying a password");
-            let ok = crypt_matches(&password, &hash);
-            let _ = (&theirs).write_all(&[u8::from(ok)]);
-        });
-    if spawned.is_err() {
-        return false;
+/// A poisoned lock only means a verification panicked; the data is still usable.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A password to check, and where to write the answer.
+struct Job {
+    password: String,
+    hash: String,
+    tag: u64,
+    answer: UnixStream,
+}
+
+/// The pool's state. One per process, and the pool lives in workers only:
+/// threads do not survive fork, so they are started at the first check.
+struct Queue {
+    jobs: Vec<Job>,
+    /// Tags of the checks queued or running.
+    tags: Vec<u64>,
+    threads: usize,
+}
+
+static QUEUE: Mutex<Queue> = Mutex::new(Queue {
+    jobs: Vec::new(),
+    tags: Vec::new(),
+    threads: 0,
+});
+static READY: Condvar = Condvar::new();
+
+/// Queues a check: the end the answer arrives on, and whether the same
+/// credentials are already queued or running. `None` when the queue is full.
+fn submit(password: String, hash: String, tag: u64) -> Option<(UnixStream, bool)> {
+    let mut q = lock(&QUEUE);
+    if q.jobs.len() >= AUTH_QUEUE {
+        return None;
     }
-    let mut answer = [0u8; 1];
-    (&ours).read_exact(&mut answer).await.is_ok() && answer[0] == 1
+    if q.threads < AUTH_THREADS {
+        let spawned = std::thread::Builder::new()
+            .name("auth".into())
+            .stack_size(64 * 1024)
+            .spawn(hasher);
+        match spawned {
+            Ok(_) => q.threads += 1,
+            Err(e) if q.threads == 0 => {
+                log::error!("auth: cannot start a thread: {e}");
+                return None;
+            }
+            Err(_) => {}
+        }
+    }
+    let (ours, answer) = UnixStream::pair().ok()?;
+    let again = q.tags.contains(&tag);
+    q.tags.push(tag);
+    q.jobs.push(Job {
+        password,
+        hash,
+        tag,
+        answer,
+    });
+    READY.notify_one();
+    Some((ours, again))
+}
+
+/// A pool thread: checks queued passwords, oldest first, for ever.
+fn hasher() {
+    loop {
+        let job = {
+            let mut q = lock(&QUEUE);
+            while q.jobs.is_empty() {
+                q = READY.wait(q).unwrap_or_else(PoisonError::into_inner);
+            }
+            q.jobs.remove(0)
+        };
+        log::debug!("auth: verifying a password");
+        let ok = verify(&job.password, &job.hash);
+        // The client may have gone: nobody reads the answer then.
+        let _ = (&job.answer).write_all(&[u8::from(ok)]);
+        let mut q = lock(&QUEUE);
+        if let Some(p) = q.tags.iter().position(|&t| t == job.tag) {
+            q.tags.swap_remove(p);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -450,6 +571,16 @@ mod tests {
         );
         assert!(parse_realm("/admin/ Device /x").is_err());
         assert!(parse_realm("/admin/ \"x\\\" /x").is_err());
+    }
+
+    #[test]
+    fn the_failure_limit_is_divided_among_workers() {
+        assert_eq!(fail_share(0, 1), AUTH_FAIL_LIMIT);
+        for workers in 1..=AUTH_FAIL_LIMIT as usize {
+            let total: u32 = (0..workers).map(|slot| fail_share(slot, workers)).sum();
+            assert_eq!(total, AUTH_FAIL_LIMIT, "{workers} workers");
+        }
+        assert_eq!(fail_share(63, 64), 1, "at least one try per worker");
     }
 
     #[test]

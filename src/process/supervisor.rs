@@ -134,7 +134,7 @@ impl Supervisor {
                 let mine = std::mem::take(&mut self.sockets[slot]);
                 // The other slots' sockets belong to the other workers.
                 self.sockets.clear();
-                worker::run(config, mine, workers)
+                worker::run(config, mine, slot, workers)
             }
             ForkResult::Parent { child } => {
                 self.workers.push((child, slot));

@@ -3,7 +3,7 @@
 //!
 //! 1. method: unknown ones get 501;
 //! 2. path: decoded and normalised, or 400/404/414;
-//! 3. address rules (403), then Basic auth (401, 429);
+//! 3. address rules (403), then Basic auth (401, 429, 503);
 //! 4. redirect rules from the config;
 //! 5. CGI scripts under their prefixes (GET, HEAD, POST);
 //! 6. static files for GET and HEAD (405 otherwise): a precompressed variant
@@ -48,11 +48,12 @@ pub struct Site {
 }
 
 impl Site {
-    pub fn new(config: &'static Config) -> Site {
+    /// The site of worker `slot` of `workers`.
+    pub fn new(config: &'static Config, slot: usize, workers: usize) -> Site {
         Site {
             config,
             root: Root::new(&config.root, config.symlinks),
-            auth: RefCell::new(Auth::new(&config.realms)),
+            auth: RefCell::new(Auth::new(&config.realms, auth::fail_share(slot, workers))),
             rule_lines: RefCell::new(Vec::new()),
         }
     }
@@ -139,6 +140,13 @@ pub fn route(
         Decision::Limited => {
             let mut r = Response::status(Status::TooManyRequests);
             r.add_header(const { HeaderLine::new("\r\nRetry-After: 60") });
+            return Routed::Respond(finish(site, r, path.as_str()));
+        }
+        // 503, not 429: the queue is full of everyone's checks, and this
+        // client may have sent nothing wrong. The queue drains in moments.
+        Decision::Busy => {
+            let mut r = Response::status(Status::ServiceUnavailable);
+            r.add_header(const { HeaderLine::new("\r\nRetry-After: 1") });
             return Routed::Respond(finish(site, r, path.as_str()));
         }
     };
@@ -516,7 +524,7 @@ mod tests {
     #[test]
     fn paths_that_match_the_same_rules_share_their_lines() {
         let config: &'static Config = Box::leak(Box::default());
-        let site = Site::new(config);
+        let site = Site::new(config, 0, 1);
         // Two missing pages, as a scan of a device would ask for.
         let a = site.rule_lines("wp-login.php");
         let b = site.rule_lines("admin/setup.cgi");

@@ -35,11 +35,11 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// A worker that is one of `workers`, each with its share of the limits.
-    pub fn new(config: &'static Config, workers: usize) -> Worker {
+    /// Worker `slot` of `workers`, each with its share of the limits.
+    pub fn new(config: &'static Config, slot: usize, workers: usize) -> Worker {
         Worker {
             config,
-            site: Site::new(config),
+            site: Site::new(config, slot, workers),
             clock: Clock::new(config.server_name.as_deref()),
             deadlines: Deadlines::default(),
             pool: Pool::default(),

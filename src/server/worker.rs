@@ -20,9 +20,9 @@ use crate::server::state::Worker;
 use crate::sys;
 
 /// Runs a worker until it is told to stop; never returns.
-pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, workers: usize) -> ! {
+pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, slot: usize, workers: usize) -> ! {
     sys::die_with_parent();
-    let worker: &'static Worker = Box::leak(Box::new(Worker::new(config, workers)));
+    let worker: &'static Worker = Box::leak(Box::new(Worker::new(config, slot, workers)));
     let ex = Rc::new(LocalExecutor::new());
     let code = async_io::block_on(ex.run(run_until_stopped(worker, ex.clone(), listeners)));
     std::process::exit(code)
