@@ -25,7 +25,8 @@ use crate::limits::{
 };
 use crate::policy::access::under;
 
-/// A hash of a real format for unknown users, so that they take as long as known ones.
+/// For a realm without users: a hash of a real format, so that unknown
+/// users still cost a verification.
 const DECOY: &str = "$6$decoydecoy$H6UbnN.2rX4.GZ4xGIVIWOhzCZ0HoWwVsAgOsbBbGxl7jHH5pOj4/qbNodi2iWx4vdyRd0hUjkh6HTwr9ANCA0";
 
 /// Hash formats accepted in htpasswd files.
@@ -144,7 +145,7 @@ type Users = Vec<(String, String)>;
 struct File {
     mtime: SystemTime,
     users: Users,
-    /// What an unknown user's password is checked against.
+    /// What an unknown user's password is checked against (see `decoy_for`).
     decoy: String,
 }
 
@@ -325,10 +326,11 @@ impl Auth {
         };
         if stale {
             let users = read_htpasswd(path);
+            let decoy = decoy_for(&users);
             self.files[i] = Some(File {
                 mtime: mtime.unwrap_or(SystemTime::UNIX_EPOCH),
                 users,
-                decoy: DECOY.into(),
+                decoy,
             });
             // A changed file may have changed passwords: forget what was cached.
             self.cache.clear();
@@ -339,6 +341,21 @@ impl Auth {
             decoy: DECOY.into(),
         })
     }
+}
+
+/// The hash an unknown user's password is checked against: the realm's first
+/// entry with its digest changed. Same algorithm, cost and salt, so the same
+/// work as a real user of the realm (a realm mixing kinds looks like its
+/// first user); another digest, so no password matches it (and the result
+/// is ignored anyway).
+fn decoy_for(users: &Users) -> String {
+    let Some((_, hash)) = users.first() else {
+        return DECOY.into();
+    };
+    let mut decoy = hash.clone();
+    let last = if decoy.pop() == Some('.') { '/' } else { '.' };
+    decoy.push(last);
+    decoy
 }
 
 /// `user:hash` lines; comments and unsupported hash formats are skipped.
@@ -571,6 +588,22 @@ mod tests {
         );
         assert!(parse_realm("/admin/ Device /x").is_err());
         assert!(parse_realm("/admin/ \"x\\\" /x").is_err());
+    }
+
+    #[test]
+    fn the_decoy_is_of_the_realms_kind_and_cost() {
+        let users = |hash: &str| vec![("u".to_string(), hash.to_string())];
+        // `htpasswd -nbB -C 10 u secret`.
+        let bcrypt10 = "$2y$10$6q0lmvciECdRWS9eQjrJiejN4ZHaEFGNpHXW2p.mVEUHM5Slz1xUO";
+        let decoy = decoy_for(&users(bcrypt10));
+        assert!(decoy.starts_with("$2y$10$"), "{decoy}");
+        assert_eq!(decoy.len(), bcrypt10.len());
+        // The salt (and so the work) is the user's; the digest is not.
+        assert_eq!(decoy[..29], bcrypt10[..29]);
+        assert!(!crypt_matches("secret", &decoy));
+        let sha = "$6$rounds=20000$saltsalt$abc.";
+        assert_eq!(decoy_for(&users(sha)), "$6$rounds=20000$saltsalt$abc/");
+        assert_eq!(decoy_for(&Vec::new()), DECOY);
     }
 
     #[test]
