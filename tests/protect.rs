@@ -29,7 +29,7 @@ fn protected(extra: &[&str]) -> Server {
     );
     std::fs::set_permissions(env, std::fs::Permissions::from_mode(0o755)).unwrap();
     let htpasswd = format!(
-        "# users\nmd5:{}\nsha256:{}\nsha512:{}\nbcrypt:{}\n",
+        "# users\nmd5:{}\nsha256:{}\nsha512:{}\nbcrypt:{}\n{}\napr1-openssl:{}\n",
         tool("openssl", &["passwd", "-1", "pw-md5"]),
         tool("openssl", &["passwd", "-5", "pw-sha256"]),
         tool("openssl", &["passwd", "-6", "pw-sha512"]),
@@ -37,6 +37,9 @@ fn protected(extra: &[&str]) -> Server {
             .split_once(':')
             .unwrap()
             .1,
+        // htpasswd's default format, and openssl's spelling of it.
+        tool("htpasswd", &["-nbm", "apr1", "pw-apr1"]),
+        tool("openssl", &["passwd", "-apr1", "pw-apr1-openssl"]),
     );
     // In the root (a dotfile, never served): a file beside it would be
     // shared by the tests running in parallel.
@@ -68,6 +71,8 @@ fn every_hash_format_opens_the_realm() {
         ("sha256", "pw-sha256"),
         ("sha512", "pw-sha512"),
         ("bcrypt", "pw-bcrypt"),
+        ("apr1", "pw-apr1"),
+        ("apr1-openssl", "pw-apr1-openssl"),
     ] {
         let r = s.get("/admin/", &[&basic(user, pw)]);
         assert_eq!((r.status, r.text().as_str()), (200, "admin page"), "{user}");
@@ -485,4 +490,44 @@ fn two_workers_give_the_configured_number_of_tries() {
         }
     }
     assert_eq!(unauthorized, 5, "tries across both workers");
+}
+
+fn check_htpasswd(lines: &str) -> (bool, String) {
+    let dir = TempDir::new("htpasswd");
+    let file = dir.write("htpasswd", lines);
+    let conf = dir.write(
+        "marmoset.conf",
+        format!("auth /admin/ \"Admin\" {}\n", file.display()),
+    );
+    let out = command()
+        .args(["--config", conf.to_str().unwrap(), "--check-config"])
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn plain_text_and_sha1_entries_are_refused_at_start() {
+    let apr1 = tool("htpasswd", &["-nbm", "ok", "pw"]);
+    let (ok, err) = check_htpasswd(&format!("{apr1}\n"));
+    assert!(ok, "{err}");
+    // `htpasswd -p` writes the password itself.
+    let (ok, err) = check_htpasswd(&format!("{apr1}\n# plain\nadmin:secret\n"));
+    assert!(!ok);
+    assert!(err.contains("htpasswd:3: user \"admin\""), "{err}");
+    assert!(err.contains("plain-text"), "{err}");
+    let sha = tool("htpasswd", &["-nbs", "admin", "secret"]);
+    let (ok, err) = check_htpasswd(&format!("{sha}\n"));
+    assert!(!ok);
+    assert!(err.contains("htpasswd:1: user \"admin\""), "{err}");
+    assert!(
+        err.contains("{SHA}") && err.contains("htpasswd -B"),
+        "{err}"
+    );
+    let (ok, err) = check_htpasswd("admin\n");
+    assert!(!ok);
+    assert!(err.contains("htpasswd:1: expected `user:hash`"), "{err}");
 }

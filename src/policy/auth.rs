@@ -1,7 +1,7 @@
 //! HTTP Basic authentication (RFC 7617): realms per path prefix, users from
 //! htpasswd-style files. Hashes are checked by the C library's crypt(3)
-//! (musl and libxcrypt both do `$1$`, `$5$`, `$6$` and bcrypt `$2b$`/`$2y$`).
-//! Checks run on a
+//! (musl and libxcrypt both do `$1$`, `$5$`, `$6$` and bcrypt `$2b$`/`$2y$`),
+//! and Apache's `$apr1$` here, since neither libc knows it. Checks run on a
 //! small pool of threads with a bounded queue, since bcrypt and sha-crypt
 //! take long on small CPUs; successes are cached briefly, and failures are
 //! limited per address and user, counted when a check starts.
@@ -30,7 +30,7 @@ use crate::policy::access::under;
 const DECOY: &str = "$6$decoydecoy$H6UbnN.2rX4.GZ4xGIVIWOhzCZ0HoWwVsAgOsbBbGxl7jHH5pOj4/qbNodi2iWx4vdyRd0hUjkh6HTwr9ANCA0";
 
 /// Hash formats accepted in htpasswd files.
-const FORMATS: [&str; 6] = ["$1$", "$5$", "$6$", "$2b$", "$2y$", "$2a$"];
+const FORMATS: [&str; 7] = ["$apr1$", "$1$", "$5$", "$6$", "$2b$", "$2y$", "$2a$"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Realm {
@@ -61,9 +61,10 @@ pub fn parse_realm(value: &str) -> Result<Realm, String> {
     })
 }
 
-/// Checks that a realm's htpasswd file can be read, so that a typo is a
-/// config error rather than a realm nobody can log in to. Regular files
-/// only: opening a FIFO or a device could block or have effects.
+/// Checks that a realm's htpasswd file can be read and that every entry is
+/// a hash this server verifies, so that a typo, a plain-text password or a
+/// weak format is a config error rather than a user who cannot log in.
+/// Regular files only: opening a FIFO or a device could block or have effects.
 pub fn check_file(path: &Path) -> Result<(), String> {
     let cannot = |e: std::io::Error| format!("htpasswd file {}: {e}", path.display());
     if !std::fs::metadata(path).map_err(cannot)?.is_file() {
@@ -72,7 +73,10 @@ pub fn check_file(path: &Path) -> Result<(), String> {
             path.display()
         ));
     }
-    std::fs::File::open(path).map_err(cannot)?;
+    let text = std::fs::read_to_string(path).map_err(cannot)?;
+    for (n, line) in text.lines().enumerate() {
+        entry(line).map_err(|e| format!("{}:{}: {e}", path.display(), n + 1))?;
+    }
     Ok(())
 }
 
@@ -83,11 +87,18 @@ fn entry(line: &str) -> Result<Option<(&str, &str)>, String> {
         return Ok(None);
     }
     let Some((user, hash)) = line.split_once(':') else {
-        return Err("not `user:hash`".into());
+        return Err("expected `user:hash`".into());
     };
     let hash = hash.split(':').next().unwrap_or("");
+    if hash.starts_with("{SHA}") {
+        return Err(format!(
+            "user {user:?}: {{SHA}} (unsalted SHA-1) is too weak to accept; make the entry with `htpasswd -B` (bcrypt)"
+        ));
+    }
     if !FORMATS.iter().any(|p| hash.starts_with(p)) {
-        return Err(format!("unsupported hash format for {user}"));
+        return Err(format!(
+            "user {user:?}: not a supported hash (a plain-text password?); make the entry with `htpasswd -B` (bcrypt)"
+        ));
     }
     Ok(Some((user, hash)))
 }
@@ -358,7 +369,8 @@ fn decoy_for(users: &Users) -> String {
     decoy
 }
 
-/// `user:hash` lines; comments and unsupported hash formats are skipped.
+/// `user:hash` lines; comments and entries `check_file` refuses are skipped
+/// (the file may have changed since the start).
 fn read_htpasswd(path: &Path) -> Users {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -439,6 +451,10 @@ unsafe extern "C" {
 static CRYPT: Mutex<()> = Mutex::new(());
 
 fn verify(password: &str, hash: &str) -> bool {
+    if hash.starts_with("$apr1$") {
+        return apr1(password.as_bytes(), hash)
+            .is_some_and(|h| constant_time_eq(h.as_bytes(), hash.as_bytes()));
+    }
     crypt_matches(password, hash)
 }
 
@@ -550,6 +566,117 @@ fn hasher() {
     }
 }
 
+/// Apache's `$apr1$`: md5crypt (`$1$`) with another magic string, which the
+/// libcs' crypt(3) do not know. The setting's salt is up to 8 characters.
+fn apr1(password: &[u8], setting: &str) -> Option<String> {
+    const MAGIC: &[u8] = b"$apr1$";
+    let rest = setting.as_bytes().strip_prefix(MAGIC)?;
+    let salt = &rest[..rest.iter().take(8).take_while(|&&b| b != b'$').count()];
+    let alt = md5(&[password, salt, password].concat());
+    let mut ctx = [password, MAGIC, salt].concat();
+    for chunk in password.chunks(16) {
+        ctx.extend_from_slice(&alt[..chunk.len()]);
+    }
+    let mut n = password.len();
+    while n > 0 {
+        ctx.push(if n & 1 == 1 { 0 } else { password[0] });
+        n >>= 1;
+    }
+    let mut digest = md5(&ctx);
+    for i in 0..1000 {
+        let (first, last): (&[u8], &[u8]) = if i & 1 == 1 {
+            (password, &digest)
+        } else {
+            (&digest, password)
+        };
+        let mut ctx = first.to_vec();
+        if i % 3 != 0 {
+            ctx.extend_from_slice(salt);
+        }
+        if i % 7 != 0 {
+            ctx.extend_from_slice(password);
+        }
+        ctx.extend_from_slice(last);
+        digest = md5(&ctx);
+    }
+    let mut out = [MAGIC, salt, b"$"].concat();
+    let d = digest;
+    let mut put = |v: u32, n: usize| {
+        for k in 0..n {
+            out.push(
+                b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                    [(v >> (6 * k)) as usize & 63],
+            );
+        }
+    };
+    for (a, b, c) in [(0, 6, 12), (1, 7, 13), (2, 8, 14), (3, 9, 15), (4, 10, 5)] {
+        put(
+            u32::from(d[a]) << 16 | u32::from(d[b]) << 8 | u32::from(d[c]),
+            4,
+        );
+    }
+    put(u32::from(d[11]), 2);
+    String::from_utf8(out).ok()
+}
+
+/// MD5 (RFC 1321), for `$apr1$` only.
+fn md5(data: &[u8]) -> [u8; 16] {
+    const S: [[u32; 4]; 4] = [
+        [7, 12, 17, 22],
+        [5, 9, 14, 20],
+        [4, 11, 16, 23],
+        [6, 10, 15, 21],
+    ];
+    // floor(abs(sin(i + 1)) * 2^32)
+    const K: [u32; 64] = [
+        0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613,
+        0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193,
+        0xa679438e, 0x49b40821, 0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d,
+        0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed,
+        0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a, 0xfffa3942, 0x8771f681, 0x6d9d6122,
+        0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa,
+        0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665, 0xf4292244,
+        0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
+        0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
+        0xeb86d391,
+    ];
+    let mut msg = data.to_vec();
+    msg.push(0x80);
+    while msg.len() % 64 != 56 {
+        msg.push(0);
+    }
+    msg.extend_from_slice(&(data.len() as u64).wrapping_mul(8).to_le_bytes());
+    let mut state: [u32; 4] = [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476];
+    for block in msg.chunks_exact(64) {
+        let word = |g: usize| {
+            let b = &block[g * 4..];
+            u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        };
+        let [mut a, mut b, mut c, mut d] = state;
+        for i in 0..64 {
+            let (f, g) = match i / 16 {
+                0 => ((b & c) | (!b & d), i),
+                1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
+                2 => (b ^ c ^ d, (3 * i + 5) % 16),
+                _ => (c ^ (b | !d), (7 * i) % 16),
+            };
+            let f = f.wrapping_add(a).wrapping_add(K[i]).wrapping_add(word(g));
+            a = d;
+            d = c;
+            c = b;
+            b = b.wrapping_add(f.rotate_left(S[i / 16][i % 4]));
+        }
+        for (s, v) in state.iter_mut().zip([a, b, c, d]) {
+            *s = s.wrapping_add(v);
+        }
+    }
+    let mut out = [0u8; 16];
+    for (o, s) in out.chunks_exact_mut(4).zip(state) {
+        o.copy_from_slice(&s.to_le_bytes());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -603,7 +730,53 @@ mod tests {
         assert!(!crypt_matches("secret", &decoy));
         let sha = "$6$rounds=20000$saltsalt$abc.";
         assert_eq!(decoy_for(&users(sha)), "$6$rounds=20000$saltsalt$abc/");
+        let apr1 = "$apr1$05HueDOk$1.QO9fyNVXQLQHqUwU2Or/";
+        assert!(decoy_for(&users(apr1)).starts_with("$apr1$05HueDOk$"));
+        assert!(!verify("pass", &decoy_for(&users(apr1))));
         assert_eq!(decoy_for(&Vec::new()), DECOY);
+    }
+
+    #[test]
+    fn apr1_matches_htpasswd_and_openssl() {
+        for (password, hash) in [
+            // `htpasswd -nbm user pass`, `htpasswd -nbm u ''`.
+            ("pass", "$apr1$05HueDOk$1.QO9fyNVXQLQHqUwU2Or/"),
+            ("", "$apr1$RrvqCEpR$8bAhkIrTMHb8kB0RNPwWW/"),
+            // `openssl passwd -apr1 -salt saltsalt secret`, and a password
+            // longer than a digest with a short salt.
+            ("secret", "$apr1$saltsalt$LrttParrLPdxvgutaSXWJ0"),
+            (
+                "a much longer password of more than sixteen bytes",
+                "$apr1$ab$heEN4dT9WYarC6Ga8vhKc1",
+            ),
+        ] {
+            assert!(verify(password, hash), "{hash}");
+            assert!(!verify("Pass", hash), "{hash}");
+        }
+        assert!(!verify("x", "$apr1$"));
+        // RFC 1321's test suite.
+        let hex = |d: [u8; 16]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        assert_eq!(hex(md5(b"")), "d41d8cd98f00b204e9800998ecf8427e");
+        assert_eq!(
+            hex(md5(
+                b"12345678901234567890123456789012345678901234567890123456789012345678901234567890"
+            )),
+            "57edf4a22be3c955ac49da2e2107b67a"
+        );
+    }
+
+    #[test]
+    fn htpasswd_entries() {
+        assert_eq!(entry("  # c"), Ok(None));
+        assert_eq!(entry("u:$apr1$x$y:extra"), Ok(Some(("u", "$apr1$x$y"))));
+        assert!(entry("admin:secret").unwrap_err().contains("plain-text"));
+        assert!(
+            entry("admin:{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=")
+                .unwrap_err()
+                .contains("SHA-1")
+        );
+        assert!(entry("admin:").is_err());
+        assert!(entry("admin").unwrap_err().contains("user:hash"));
     }
 
     #[test]
