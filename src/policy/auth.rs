@@ -45,6 +45,12 @@ pub fn parse_realm(value: &str) -> Result<Realm, String> {
     let (prefix, rest) = value.split_once(char::is_whitespace).ok_or(usage)?;
     let rest = rest.trim_start().strip_prefix('"').ok_or(usage)?;
     let (name, file) = rest.split_once('"').ok_or(usage)?;
+    // The name ends at the second quote: anything glued to it, or another
+    // quote later, means a quote inside the name, which the challenge's
+    // quoted string could not carry as written.
+    if file.contains('"') || !file.is_empty() && !file.starts_with(char::is_whitespace) {
+        return Err(format!("a realm cannot contain `\"`; {usage}"));
+    }
     let file = file.trim();
     if !prefix.starts_with('/') || file.is_empty() {
         return Err(usage.into());
@@ -715,6 +721,22 @@ mod tests {
         );
         assert!(parse_realm("/admin/ Device /x").is_err());
         assert!(parse_realm("/admin/ \"x\\\" /x").is_err());
+    }
+
+    #[test]
+    fn a_quote_inside_the_realm_is_refused() {
+        for bad in [
+            "/a/ \"R\"x\" /etc/htpasswd",
+            "/a/ \"R\"x /etc/htpasswd",
+            "/a/ \"R\" x\" /etc/htpasswd",
+        ] {
+            let e = parse_realm(bad).unwrap_err();
+            assert!(e.contains("cannot contain `\"`"), "{bad}: {e}");
+        }
+        assert_eq!(
+            parse_realm("/a/ \"R x\"  /etc/my htpasswd").unwrap().file,
+            PathBuf::from("/etc/my htpasswd")
+        );
     }
 
     #[test]
