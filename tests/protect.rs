@@ -403,6 +403,10 @@ fn parallel_guesses_are_counted_when_they_start() {
     let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
     assert_eq!(count(&answers, 401), 5, "{statuses:?}");
     assert_eq!(count(&answers, 429), 11, "{statuses:?}");
+    // The log arrives through a pipe: a line logged after every answer
+    // (malformed credentials are not verified) marks its end.
+    assert_eq!(s.get("/admin/", &["Authorization: Basic !!!"]).status, 401);
+    assert!(s.wait_log("malformed credentials", Duration::from_secs(10)));
     assert_eq!(
         s.log_text().matches("auth: verifying a password").count(),
         5,
