@@ -111,3 +111,13 @@ pub const AUTH_THREADS: usize = 1;
 /// parallel requests with a new login (about 6); a longer queue would only
 /// make everyone wait longer during a flood.
 pub const AUTH_QUEUE: usize = 8;
+
+/// Entries a directory listing shows (directories first, then by name):
+/// a page of this many is about 250 KB. Past it, the page says how many
+/// more there are.
+pub const MAX_LISTED: usize = 1000;
+
+/// A listing page is kept this long and shared by every client that asks
+/// for it meanwhile, so clients that do not read cost one page, not one
+/// each.
+pub const LISTING_FRESH: Duration = Duration::from_secs(1);

@@ -1513,3 +1513,51 @@ fn at_the_limit_the_oldest_idle_connection_makes_room() {
     assert_eq!(read_to_close(&mut idle[0]), "", "the oldest was closed");
     assert_eq!(ask(&mut idle[3]), Some(200), "the newest idle one stayed");
 }
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A listing of a huge directory for many clients that do not read costs
+/// one capped page, shared, not a whole page per connection.
+#[test]
+fn listings_of_a_huge_directory_for_clients_that_do_not_read_stay_small() {
+    let root = TempDir::new("huge");
+    root.write("index.html", INDEX);
+    let dir = root.path().join("many");
+    std::fs::create_dir(&dir).unwrap();
+    for i in 0..30_000 {
+        std::fs::write(dir.join(format!("a-file-with-a-long-name-{i:05}.txt")), "").unwrap();
+    }
+    let s = Server::start_in(root, &["--listing", "on", "--send-timeout", "120"]);
+    let worker = the_worker(&s);
+    let before = rss_kib(worker);
+    let stalled: Vec<TcpStream> = (0..40)
+        .map(|_| {
+            let mut c = s.connect();
+            c.write_all(b"GET /many/ HTTP/1.1\r\nHost: t\r\n\r\n")
+                .unwrap();
+            c
+        })
+        .collect();
+    // A client that reads gets the page once the others have been answered.
+    let out = s.raw(b"GET /many/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert!(
+        out.starts_with("HTTP/1.1 200 "),
+        "{}",
+        &out[..out.len().min(200)]
+    );
+    let grown = rss_kib(worker).saturating_sub(before);
+    assert!(grown < 16 * 1024, "the worker grew by {grown} KiB");
+    assert!(out.contains("a-file-with-a-long-name-00999.txt"));
+    assert!(!out.contains("a-file-with-a-long-name-01000.txt"));
+    assert!(out.contains("<p>29000 more not listed.</p>"));
+    drop(stalled);
+    s.assert_healthy();
+}

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::http::httpdate;
 use crate::http::path;
+use crate::limits::MAX_LISTED;
 
 struct Entry {
     name: String,
@@ -39,10 +40,12 @@ pub fn render(dir: &Path, url_path: &str) -> std::io::Result<Vec<u8>> {
         });
     }
     entries.sort_by(|a, b| b.dir.cmp(&a.dir).then_with(|| a.name.cmp(&b.name)));
-    Ok(page(url_path, &entries).into_bytes())
+    let unlisted = entries.len().saturating_sub(MAX_LISTED);
+    entries.truncate(MAX_LISTED);
+    Ok(page(url_path, &entries, unlisted).into_bytes())
 }
 
-fn page(url_path: &str, entries: &[Entry]) -> String {
+fn page(url_path: &str, entries: &[Entry], unlisted: usize) -> String {
     let mut title = String::from("/");
     if !url_path.is_empty() {
         title.push_str(url_path);
@@ -82,6 +85,9 @@ fn page(url_path: &str, entries: &[Entry]) -> String {
         html.push_str("</td></tr>\n");
     }
     html.push_str("</table>\n");
+    if unlisted > 0 {
+        let _ = writeln!(html, "<p>{unlisted} more not listed.</p>");
+    }
     html
 }
 

@@ -24,8 +24,9 @@ pub enum Body {
         offset: u64,
         len: u64,
     },
-    /// Text made for this response (directory listings).
-    Owned(Vec<u8>),
+    /// A page the server made, shared with other responses (directory
+    /// listings).
+    Shared(Rc<[u8]>),
     /// A CGI script's output, framed by the CGI code itself.
     Script,
     /// A `.gz` file decompressed on the way out; `len` is the decompressed size.
@@ -123,7 +124,7 @@ impl Response {
             Body::Empty | Body::Script => 0,
             Body::StatusPage => status_page_len(self.status),
             Body::File { len, .. } => *len,
-            Body::Owned(v) => v.len() as u64,
+            Body::Shared(v) => v.len() as u64,
             Body::Gunzip { len, .. } => *len,
         }
     }

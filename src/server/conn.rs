@@ -468,7 +468,7 @@ impl Conn {
                 response::write_status_page(&mut out, r.status);
                 Body::Empty
             }
-            Body::Owned(bytes) => {
+            Body::Shared(bytes) if out.len() + bytes.len() <= OUT_BUF => {
                 out.extend_from_slice(&bytes);
                 Body::Empty
             }
@@ -528,9 +528,12 @@ impl Conn {
                 self.sock.send_file(&file, offset, len).await
             }
             Body::Gunzip { mut stream, len } => self.send_gunzipped(out, &mut stream, len).await,
-            Body::Empty | Body::Script | Body::StatusPage | Body::Owned(_) => {
-                self.sock.send_all(out).await
+            // Sent from where it is kept: no copy per connection.
+            Body::Shared(bytes) => {
+                self.sock.send_head_more(out).await?;
+                self.sock.send_all(&bytes).await
             }
+            Body::Empty | Body::Script | Body::StatusPage => self.sock.send_all(out).await,
         }
     }
 

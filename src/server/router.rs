@@ -15,6 +15,7 @@
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::time::Instant;
 
 use crate::cgi::script::{self, Job};
 use crate::config::Config;
@@ -31,7 +32,7 @@ use crate::http::range::{self, Ranged};
 use crate::http::request::{Field, Method, Request};
 use crate::http::response::{self, Body, ContentRange, Response, StatusHeader};
 use crate::http::status::Status;
-use crate::limits::KEPT_RULE_LINES;
+use crate::limits::{KEPT_RULE_LINES, LISTING_FRESH};
 use crate::policy::access::{self, Verdict};
 use crate::policy::auth::{self, Auth, Decision};
 use crate::policy::rules::Matched;
@@ -45,6 +46,8 @@ pub struct Site {
     /// rules: an error page or a redirect takes them from here, not a new
     /// allocation per response.
     rule_lines: RefCell<Vec<(Matched, Rc<RuleLines>)>>,
+    /// The last listing page made: its directory, when, the page.
+    listing: RefCell<Option<(String, Instant, Rc<[u8]>)>>,
 }
 
 impl Site {
@@ -55,7 +58,21 @@ impl Site {
             root: Root::new(&config.root, config.symlinks),
             auth: RefCell::new(Auth::new(&config.realms, auth::fail_share(slot, workers))),
             rule_lines: RefCell::new(Vec::new()),
+            listing: RefCell::new(None),
         }
+    }
+
+    /// The listing page of directory `name`, made at most once per
+    /// `LISTING_FRESH` while clients keep asking for it.
+    fn listing(&self, name: &str) -> std::io::Result<Rc<[u8]>> {
+        if let Some((kept, made, page)) = &*self.listing.borrow() {
+            if kept == name && made.elapsed() < LISTING_FRESH {
+                return Ok(page.clone());
+            }
+        }
+        let page: Rc<[u8]> = listing::render(&self.config.root.join(name), name)?.into();
+        *self.listing.borrow_mut() = Some((name.to_string(), Instant::now(), page.clone()));
+        Ok(page)
     }
 
     /// What the config's rules do to a response for `name`.
@@ -428,9 +445,9 @@ fn error(site: &Site, status: Status, path: &str) -> Response {
 }
 
 fn listing(site: &Site, path: &CleanPath) -> Response {
-    match listing::render(&site.config.root.join(path.as_str()), path.as_str()) {
+    match site.listing(path.as_str()) {
         Ok(html) => {
-            let mut r = Response::new(Status::Ok, Body::Owned(html));
+            let mut r = Response::new(Status::Ok, Body::Shared(html));
             r.content_type = Some("text/html; charset=utf-8");
             r.add_header(header::NO_CACHE);
             finish(site, r, path.as_str())
