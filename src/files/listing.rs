@@ -130,7 +130,7 @@ mod tests {
                 mtime: 0,
             },
         ];
-        let html = page("a<b", &entries);
+        let html = page("a<b", &entries, 0);
         assert!(html.contains("<title>Index of /a&lt;b/</title>"));
         assert!(html.contains("<a href=\"sub/\">sub/</a>"));
         assert!(html.contains("href=\"%3Cb%3E&amp;%22x%20y%22.txt\">&lt;b&gt;&amp;&quot;x y&quot;.txt</a></td><td>12</td>"), "{html}");

@@ -46,8 +46,7 @@ pub struct Site {
     /// rules: an error page or a redirect takes them from here, not a new
     /// allocation per response.
     rule_lines: RefCell<Vec<(Matched, Rc<RuleLines>)>>,
-    /// The last listing page made: its directory, when, the page.
-    listing: RefCell<Option<(String, Instant, Rc<[u8]>)>>,
+    listing: RefCell<Option<KeptListing>>,
 }
 
 impl Site {
