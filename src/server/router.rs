@@ -38,6 +38,9 @@ use crate::policy::auth::{self, Auth, Decision};
 use crate::policy::rules::Matched;
 
 /// What a worker serves: the configuration, the open root, auth state.
+/// The last listing page made: its directory, when, the page.
+type KeptListing = (String, Instant, Rc<[u8]>);
+
 pub struct Site {
     pub config: &'static Config,
     pub root: Root,
