@@ -121,3 +121,8 @@ pub const MAX_LISTED: usize = 1000;
 /// for it meanwhile, so clients that do not read cost one page, not one
 /// each.
 pub const LISTING_FRESH: Duration = Duration::from_secs(1);
+
+/// With several workers, one at its share of the connection limit waits
+/// this long before closing an idle connection for a new client: another
+/// worker with room takes the client meanwhile.
+pub const RECLAIM_AFTER: Duration = Duration::from_millis(100);

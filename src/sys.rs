@@ -212,6 +212,14 @@ pub fn set_nodelay(sock: &impl AsFd) {
     let _ = socket::setsockopt(sock, sockopt::TcpNoDelay, &true);
 }
 
+/// Whether a socket has something to read (for a listener: a client
+/// waiting to be accepted), without waiting.
+pub fn is_readable(fd: &impl AsFd) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
+}
+
 /// Ends the worker when the supervisor dies, whatever killed it.
 pub fn die_with_parent() {
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);

@@ -37,6 +37,10 @@ impl Slots {
     pub fn in_use(&self) -> usize {
         self.taken.get()
     }
+
+    pub fn is_full(&self) -> bool {
+        self.taken.get() >= self.limit
+    }
 }
 
 impl Drop for Slot<'_> {
@@ -56,7 +60,7 @@ mod tests {
         let a = slots.take();
         let b = slots.take();
         assert!(a.is_some() && b.is_some());
-        assert!(slots.take().is_none());
+        assert!(slots.take().is_none() && slots.is_full());
         drop(a);
         assert_eq!(slots.in_use(), 1);
         assert!(slots.take().is_some(), "taken and given back at once");

@@ -23,6 +23,8 @@ pub struct Worker {
     pub connections: Slots,
     /// Connections waiting for their next request, oldest first.
     pub idle: IdleQueue,
+    /// Other workers accept on the same sockets.
+    pub shares_listeners: bool,
     /// This worker's share of the scripts that may run at once.
     pub scripts: Slots,
     stopping: Cell<bool>,
@@ -46,6 +48,7 @@ impl Worker {
             access_log: RefCell::new(AccessLog::open(&config.access_log)),
             connections: Slots::new(config.max_connections.div_ceil(workers)),
             idle: IdleQueue::default(),
+            shares_listeners: workers > 1,
             scripts: Slots::new(config.cgi.max.div_ceil(workers)),
             stopping: Cell::new(false),
             retiring: Cell::new(false),

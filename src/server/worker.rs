@@ -14,7 +14,7 @@ use nix::sys::signal::Signal;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::config::Config;
-use crate::limits::{ACCEPT_BACKOFF, ACCEPT_WARNING_EVERY};
+use crate::limits::{ACCEPT_BACKOFF, ACCEPT_WARNING_EVERY, RECLAIM_AFTER};
 use crate::server::conn;
 use crate::server::state::Worker;
 use crate::sys;
@@ -121,22 +121,7 @@ async fn accept_loop(
             if let Some(slot) = w.connections.take() {
                 break slot;
             }
-            // At the limit: wait for a slot, or for a client to arrive; then
-            // make room by closing the connection idle longest.
-            let arrived = future::or(async { listener.readable().await.is_ok() }, async {
-                future::or(w.connections.freed.notified(), w.stop.notified()).await;
-                false
-            })
-            .await;
-            if arrived {
-                // None idle yet: wait until one is (or a slot frees).
-                let idle = w.idle.evict_oldest();
-                let freed = future::or(w.connections.freed.notified(), w.stop.notified());
-                match idle {
-                    true => freed.await,
-                    false => future::or(freed, w.idle.entered.notified()).await,
-                }
-            }
+            wait_for_room(w, &listener).await;
         };
         let accepted = future::or(async { Some(listener.accept().await) }, async {
             w.stop.notified().await;
@@ -160,6 +145,39 @@ async fn accept_loop(
                 Timer::after(ACCEPT_BACKOFF).await;
             }
         }
+    }
+}
+
+/// At the connection limit: waits until a slot frees or, once a client is
+/// waiting to be accepted, asks the connection idle longest to close.
+async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
+    let arrived = future::or(async { listener.readable().await.is_ok() }, async {
+        future::or(w.connections.freed.notified(), w.stop.notified()).await;
+        false
+    })
+    .await;
+    if !arrived {
+        return;
+    }
+    if w.shares_listeners {
+        // Another worker with room takes the client meanwhile.
+        Timer::after(RECLAIM_AFTER).await;
+        // A slot freed meanwhile has left no wake-up to wait for.
+        if !w.connections.is_full() {
+            return;
+        }
+    }
+    // Readiness may be spurious: a client must really be waiting.
+    if !sys::is_readable(listener.get_ref()) {
+        return;
+    }
+    let evicted = w.idle.evict_oldest();
+    let freed = future::or(w.connections.freed.notified(), w.stop.notified());
+    if evicted {
+        freed.await;
+    } else {
+        // None is idle yet: wait until one is, or a slot frees.
+        future::or(freed, w.idle.entered.notified()).await;
     }
 }
 
