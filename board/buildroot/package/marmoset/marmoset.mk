@@ -15,12 +15,25 @@ MARMOSET_LICENSE_FILES = LICENSE
 # BR2_OPTIMIZE_*, LTO from BR2_ENABLE_LTO): nothing here relies on
 # marmoset's [profile.release].
 
+# crypt(3) for Basic auth: in libc on musl, in libxcrypt on glibc.
+ifeq ($(BR2_PACKAGE_LIBXCRYPT),y)
+MARMOSET_DEPENDENCIES += libxcrypt
+endif
+
+# A checkout built with MARMOSET_OVERRIDE_SRCDIR is built like the release
+# tarball, whose .cargo/config.toml Buildroot replaces when it vendors the
+# crates: the checkout's own one (rustflags for the project's linkers,
+# +crt-static, its rustc wrapper) is left out, and so are build outputs.
+MARMOSET_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS += \
+	--exclude /.cargo/config.toml --exclude /target --exclude /dist \
+	--exclude /tests/out --exclude /bench/out --exclude /fuzz/target
+
 define MARMOSET_USERS
 	marmoset -1 marmoset -1 * - - - Marmoset HTTP server
 endef
 
 define MARMOSET_INSTALL_INIT_SYSV
-	$(INSTALL) -D -m 0755 $(MARMOSET_PKGDIR)/S50marmoset \
+	$(INSTALL) -D -m 0755 $(@D)/init/S50marmoset \
 		$(TARGET_DIR)/etc/init.d/S50marmoset
 endef
 
