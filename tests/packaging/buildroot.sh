@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# The br2-external tree (board/buildroot) checked with Buildroot's own tools,
+# then built the way Buildroot's cargo infrastructure builds it:
+#   1. utils/check-package on the whole tree: no warning;
+#   2. each defconfig loads and keeps BR2_PACKAGE_MARMOSET=y; `make printvars`
+#      shows the package's dependencies (host-rustc; libxcrypt on glibc);
+#      board/qemu/post-image.sh writes start-qemu.sh for it;
+#   3. for each defconfig: the release path (tarball unpacked, crates vendored
+#      and .cargo/config.toml written as support/download/cargo-post-process
+#      does) and the checkout path (MARMOSET_OVERRIDE_SRCDIR: the checkout
+#      rsynced with the package's exclusions, crates from the cargo home),
+#      each built with `cargo build` and `cargo install` and the environment
+#      that `make printvars` reports for them (PKG_CARGO_ENV, the package's
+#      options), stripped with Buildroot's STRIPCMD, and run under qemu-user
+#      answering an HTTP request.
+# Buildroot's toolchain is stood in for by Debian's cross gcc under the name
+# Buildroot gives it (TARGET_CROSS), and its staging libxcrypt by Debian's
+# (board/armhf-libcrypt.sh). Buildroot's host-rust-bin by rustup's rustc.
+#
+#   tests/packaging/buildroot.sh     (as root: installs what it needs)
+# BUILDROOT_DIR: the Buildroot tree (default ../shared/upstream/buildroot-2026.02.3
+# beside the repository), never written to. MARMOSET_BR_WORK: work directory
+# (default /tmp/marmoset-buildroot; kept between runs, so warm runs rebuild
+# little). It must be outside the checkout, like Buildroot's output directory
+# should be: cargo reads the .cargo/config.toml of every parent directory.
+# Last line: "N passed, M failed"; exit 1 if any failed.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd -P)
+cd "$repo" || exit 1
+BR=${BUILDROOT_DIR:-$repo/../shared/upstream/buildroot-2026.02.3}
+if [ ! -f "$BR/Makefile" ] || [ ! -x "$BR/utils/check-package" ]; then
+	echo "skip - no Buildroot tree at $BR (set BUILDROOT_DIR): Buildroot checks not run"
+	exit 0
+fi
+BR=$(cd "$BR" && pwd -P)
+EXT=$repo/board/buildroot
+work=${MARMOSET_BR_WORK:-/tmp/marmoset-buildroot}
+mkdir -p "$work"
+work=$(cd "$work" && pwd -P)
+case $work/ in
+"$repo"/*) echo "MARMOSET_BR_WORK=$work is inside the checkout: cargo would read its .cargo/config.toml"; echo "0 passed, 1 failed"; exit 1 ;;
+esac
+export DEBIAN_FRONTEND=noninteractive LC_ALL=C
+# What the caller's cargo setup would add is not part of Buildroot's build.
+unset RUSTFLAGS CARGO_BUILD_RUSTFLAGS RUSTC_WRAPPER CARGO_BUILD_RUSTC_WRAPPER CARGO_TARGET_DIR CARGO_BUILD_TARGET
+# Buildroot's downloads would go under the (read-only) tree: point them here.
+export BR2_DL_DIR=$work/dl
+
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   - $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
+note() { echo "note - $*"; }
+finish() {
+	echo "$pass passed, $fail failed"
+	[ "$fail" = 0 ]
+	exit
+}
+
+# --- what this needs -------------------------------------------------------
+pkgs=(make gcc g++ rsync file bc cpio unzip patch perl python3 python3-magic shellcheck curl
+	gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "apt-get install ${missing[*]}"
+	apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null 2>&1 || true
+	if ! apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >"$work/apt.log" 2>&1; then
+		bad "apt-get install ${missing[*]} ($work/apt.log)"
+		finish
+	fi
+fi
+if ! rustup target add aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf >/dev/null 2>&1; then
+	bad "rustup target add aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf"
+	finish
+fi
+# check-package imports python-magic: Debian's python3, not another one on PATH.
+PY=/usr/bin/python3
+
+# --- 1. check-package --------------------------------------------------------
+out=$(cd "$EXT" && find . -type f -print0 | sort -z | xargs -0 "$PY" "$BR/utils/check-package" -b 2>&1)
+warnings=$(printf '%s\n' "$out" | sed -n 's/^\([0-9]*\) warnings generated$/\1/p')
+if [ "$warnings" = 0 ]; then
+	ok "utils/check-package -b on board/buildroot: $(printf '%s\n' "$out" | grep 'lines processed'), 0 warnings"
+else
+	printf '%s\n' "$out" | sed 's/^/    /'
+	bad "utils/check-package -b on board/buildroot: ${warnings:-?} warnings"
+fi
+
+# --- 2. configurations -------------------------------------------------------
+# printvars NAME VAR...: "VAR=value" lines for the loaded defconfig NAME.
+printvars() {
+	local o=$work/o-$1
+	shift
+	make -s -C "$o" printvars VARS="$*" 2>/dev/null
+}
+var() { sed -n "s/^$1=//p" "$2" | head -n 1; } # var NAME FILE
+
+declare -A TRIPLE
+for c in "$EXT"/configs/*_defconfig; do
+	name=$(basename "$c" _defconfig)
+	o=$work/o-$name
+	rm -rf "$o"
+	if ! make -s -C "$BR" O="$o" BR2_EXTERNAL="$EXT" "${name}_defconfig" >"$work/$name-defconfig.log" 2>&1; then
+		bad "$name: defconfig does not load ($work/$name-defconfig.log)"
+		continue
+	fi
+	# The checkout path's override, where Buildroot reads it (BR2_PACKAGE_OVERRIDE_FILE).
+	echo "MARMOSET_OVERRIDE_SRCDIR = $repo" >"$o/local.mk"
+	if grep -qx BR2_PACKAGE_MARMOSET=y "$o/.config"; then
+		ok "$name: loads, BR2_PACKAGE_MARMOSET=y kept"
+	else
+		bad "$name: BR2_PACKAGE_MARMOSET dropped by kconfig (unmet dependencies)"
+	fi
+	printvars "$name" MARMOSET_DEPENDENCIES RUSTC_TARGET_NAME TARGET_CROSS PKG_CARGO_ENV \
+		MARMOSET_CARGO_ENV MARMOSET_CARGO_BUILD_OPTS MARMOSET_CARGO_INSTALL_OPTS \
+		MARMOSET_OVERRIDE_SRCDIR MARMOSET_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS RSYNC_VCS_EXCLUSIONS STRIPCMD HOST_DIR \
+		BR2_ROOTFS_POST_IMAGE_SCRIPT BR2_ROOTFS_POST_SCRIPT_ARGS BR2_ROOTFS_POST_IMAGE_SCRIPT_ARGS \
+		>"$work/$name.vars"
+	deps=" $(var MARMOSET_DEPENDENCIES "$work/$name.vars" | xargs) "
+	want="host-rustc"
+	grep -qx BR2_TOOLCHAIN_USES_GLIBC=y "$o/.config" && want="$want libxcrypt"
+	miss=""
+	for d in $want; do
+		case $deps in *" $d "*) ;; *) miss="$miss $d" ;; esac
+	done
+	if [ -z "$miss" ]; then
+		ok "$name: MARMOSET_DEPENDENCIES has $want (${deps:1:-1})"
+	else
+		bad "$name: MARMOSET_DEPENDENCIES lacks$miss (${deps:1:-1})"
+	fi
+	# start-qemu.sh, as Buildroot's post-image step would write it (the
+	# images themselves are not built here).
+	# The values as make expands them, unquoted (qstrip).
+	qvar() { var "$1" "$2" | sed 's/^"\(.*\)"$/\1/'; }
+	script=$(qvar BR2_ROOTFS_POST_IMAGE_SCRIPT "$work/$name.vars")
+	args="$(qvar BR2_ROOTFS_POST_SCRIPT_ARGS "$work/$name.vars") $(qvar BR2_ROOTFS_POST_IMAGE_SCRIPT_ARGS "$work/$name.vars")"
+	if grep -q start-qemu.sh "$c" || [ -n "$script" ]; then
+		img=$work/images-$name
+		rm -rf "$img"
+		mkdir -p "$img"
+		# shellcheck disable=SC2086 # the arguments are split as Buildroot does
+		(cd "$BR" && BINARIES_DIR=$img HOST_DIR=$(var HOST_DIR "$work/$name.vars") \
+			"$script" "$img" $args) >"$work/$name-post-image.log" 2>&1
+		if [ -x "$img/start-qemu.sh" ] && grep -q 'qemu-system-' "$img/start-qemu.sh"; then
+			ok "$name: $script writes start-qemu.sh ($(grep -o 'qemu-system-[a-z0-9]*' "$img/start-qemu.sh" | head -n 1))"
+		else
+			bad "$name: $script $args writes no start-qemu.sh, which the defconfig promises"
+		fi
+	fi
+	TRIPLE[$name]=$(var RUSTC_TARGET_NAME "$work/$name.vars")
+done
+
+# --- 3. builds ---------------------------------------------------------------
+# Buildroot's toolchain, under the names TARGET_CROSS gives it.
+mkdir -p "$work/host/bin"
+crossbin() { # crossbin BUILDROOT_PREFIX DEBIAN_PREFIX [EXTRA_LINK_ARGS]
+	printf '#!/bin/sh\nexec %sgcc "$@" %s\n' "$2" "${3-}" >"$work/host/bin/${1}gcc"
+	printf '#!/bin/sh\nexec %sstrip "$@"\n' "$2" >"$work/host/bin/${1}strip"
+	chmod +x "$work/host/bin/${1}gcc" "$work/host/bin/${1}strip"
+}
+# Buildroot's glibc toolchain has libxcrypt in its staging sysroot; here
+# Debian's static libcrypt.a stands in (board/armhf-libcrypt.sh).
+if ! board/armhf-libcrypt.sh >"$work/armhf-libcrypt.log" 2>&1; then
+	bad "board/armhf-libcrypt.sh ($work/armhf-libcrypt.log)"
+fi
+export PATH="$work/host/bin:$PATH"
+
+# The release path: the tree as a tag's tarball has it (tracked files, with
+# uncommitted changes), vendored once per Cargo.lock.
+tree=$(git stash create 2>/dev/null)
+tree=${tree:-HEAD}
+dlsrc=$work/src-release/marmoset
+lockkey=$(sha256sum Cargo.lock | cut -c1-16)
+if [ ! -f "$work/src-release/.tree" ] || [ "$(cat "$work/src-release/.tree")" != "$(git rev-parse "$tree^{tree}")" ]; then
+	rm -rf "$work/src-release"
+	mkdir -p "$dlsrc"
+	git archive "$tree" | tar -x -C "$dlsrc"
+	git rev-parse "$tree^{tree}" >"$work/src-release/.tree"
+fi
+if [ ! -d "$work/vendor-$lockkey/VENDOR" ]; then
+	rm -rf "$work"/vendor-*
+	mkdir -p "$work/vendor-$lockkey/.cargo"
+	cp Cargo.toml Cargo.lock "$work/vendor-$lockkey/"
+	mkdir -p "$work/vendor-$lockkey/src" && echo 'fn main() {}' >"$work/vendor-$lockkey/src/main.rs"
+	(cd "$work/vendor-$lockkey" && CARGO_HOME=$work/cargo-home-vendor cargo vendor --locked VENDOR \
+		>.cargo/config.toml 2>"$work/vendor.log") || bad "cargo vendor ($work/vendor.log)"
+fi
+# What cargo-post-process leaves: VENDOR/ and the .cargo/config.toml it writes,
+# which replaces the project's.
+rm -rf "$dlsrc/VENDOR" "$dlsrc/.cargo"
+cp -R "$work/vendor-$lockkey/VENDOR" "$work/vendor-$lockkey/.cargo" "$dlsrc/"
+if [ -d "$dlsrc/VENDOR" ] && grep -q '^directory = "VENDOR"$' "$dlsrc/.cargo/config.toml"; then
+	ok "release path: crates vendored, .cargo/config.toml replaced as cargo-post-process does"
+else
+	bad "release path: vendoring"
+fi
+
+# The checkout path: `cargo fetch` into Buildroot's cargo home (board/README.md),
+# then the rsync Buildroot does for MARMOSET_OVERRIDE_SRCDIR.
+cohome=$work/dl/br-cargo-home
+if ! CARGO_HOME=$cohome cargo fetch --locked >"$work/fetch.log" 2>&1; then
+	bad "CARGO_HOME=.../br-cargo-home cargo fetch --locked ($work/fetch.log)"
+fi
+
+port=18600
+for name in "${!TRIPLE[@]}"; do
+	triple=${TRIPLE[$name]}
+	vars=$work/$name.vars
+	if [ -z "$triple" ]; then
+		bad "$name: no RUSTC_TARGET_NAME (host-rustc not available for this configuration): no build"
+		continue
+	fi
+	cross=$(basename "$(var TARGET_CROSS "$vars")")
+	case $triple in
+	aarch64-*) crossbin "$cross" aarch64-linux-gnu- ; qemu=(qemu-aarch64-static) ;;
+	armv7-*)
+		# libcrypt is in the sysroot only when the package depends on libxcrypt.
+		sysroot=""
+		case " $(var MARMOSET_DEPENDENCIES "$vars") " in
+		*" libxcrypt "*) sysroot="-L$repo/board/armhf-sysroot" ;;
+		esac
+		crossbin "$cross" arm-linux-gnueabihf- "$sysroot"
+		qemu=(qemu-arm-static -L /usr/arm-linux-gnueabihf) ;;
+	*) bad "$name: no stand-in toolchain for $triple"; continue ;;
+	esac
+	env_line="$(var PKG_CARGO_ENV "$vars") $(var MARMOSET_CARGO_ENV "$vars")"
+	build_opts=$(var MARMOSET_CARGO_BUILD_OPTS "$vars")
+	install_opts=$(var MARMOSET_CARGO_INSTALL_OPTS "$vars")
+	for path in release checkout; do
+		label="$name ($triple, $path path)"
+		if [ $path = release ]; then
+			src=$dlsrc
+			home=$work/cargo-home-release
+		else
+			src=$work/src-checkout
+			home=$cohome
+			mkdir -p "$src"
+			excl=$(var MARMOSET_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS "$vars")
+			vcs=$(var RSYNC_VCS_EXCLUSIONS "$vars")
+			from=$(var MARMOSET_OVERRIDE_SRCDIR "$vars")
+			if [ "$from" != "$repo" ]; then
+				bad "$label: local.mk's MARMOSET_OVERRIDE_SRCDIR not seen (${from:-empty})"
+				continue
+			fi
+			# shellcheck disable=SC2086 # split as make splits them
+			rsync -au --chmod=u=rwX,go=rX $excl $vcs "$from/" "$src"
+		fi
+		if [ -f "$src/.cargo/config.toml" ] && [ $path = checkout ]; then
+			note "$label: the checkout's .cargo/config.toml is in the build directory"
+		fi
+		tdir=$work/target-$name-$path
+		root=$work/root-$name-$path
+		log=$work/$name-$path.log
+		rm -rf "$root"
+		t0=$(date +%s)
+		# The commands of pkg-cargo.mk's build and install steps, in the
+		# package's source directory, with its environment. CARGO_HOME is
+		# Buildroot's (checkout) or a private empty one (release: vendored).
+		# shellcheck disable=SC2086 # options split as make splits them
+		if (cd "$src" && eval "env $env_line CARGO_HOME='$home' CARGO_TARGET_DIR='$tdir' \
+			cargo build --offline --release --manifest-path Cargo.toml --locked $build_opts" &&
+			eval "env $env_line CARGO_HOME='$home' CARGO_TARGET_DIR='$tdir' \
+			cargo install --offline --root '$root/usr/' --bins --path ./ --no-track --force --locked \
+			-Z target-applies-to-host $install_opts") >"$log" 2>&1; then
+			ok "$label: cargo build + install --offline --locked in $(($(date +%s) - t0)) s"
+		else
+			grep -E '^(error|warning: unused)|error:' "$log" | head -n 5 | sed 's/^/    /'
+			bad "$label: build ($log)"
+			continue
+		fi
+		bin=$root/usr/bin/marmoset
+		# Buildroot strips the target tree with STRIPCMD.
+		eval "$(var STRIPCMD "$vars" | sed "s|^.*/||") '$bin'"
+		size=$(stat -c %s "$bin")
+		echo "size - $label: /usr/bin/marmoset $size bytes stripped ($(date -u +%F))"
+		static=dynamic
+		file "$bin" | grep -q 'statically linked\|static-pie' && static=static
+		echo "     $(file -b "$bin" | cut -d, -f1-2), $static"
+		# Serve the overlay's demo UI under qemu-user.
+		port=$((port + 1))
+		"${qemu[@]}" "$bin" --root "$repo/rootfs-overlay/www" --listen "127.0.0.1:$port" >"$work/$name-$path.serve.log" 2>&1 &
+		pid=$!
+		got=""
+		deadline=$(($(date +%s) + 20))
+		while [ "$(date +%s)" -lt "$deadline" ]; do
+			got=$(curl -fsS --max-time 2 "http://127.0.0.1:$port/" 2>/dev/null) && break
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.2
+		done
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		if printf '%s' "$got" | grep -qi '<html'; then
+			ok "$label: ${qemu[0]} marmoset answers GET / on 127.0.0.1:$port"
+		else
+			sed 's/^/    /' "$work/$name-$path.serve.log" | head -n 5
+			bad "$label: no HTTP answer under ${qemu[0]}"
+		fi
+		if [ $static = static ] && [ "$triple" = armv7-unknown-linux-gnueabihf ]; then
+			bad "$label: statically linked glibc binary (the project's +crt-static reached Buildroot's build)"
+		fi
+	done
+done
+finish
