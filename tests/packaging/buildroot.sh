@@ -113,6 +113,21 @@ for c in "$EXT"/configs/*_defconfig; do
 	else
 		bad "$name: BR2_PACKAGE_MARMOSET dropped by kconfig (unmet dependencies)"
 	fi
+	# Without C++ on musl, menuconfig says why marmoset is not offered.
+	if grep -qx BR2_TOOLCHAIN_USES_MUSL=y "$o/.config"; then
+		n=$work/o-$name-nocxx
+		rm -rf "$n"
+		mkdir -p "$n"
+		cp "$o/.config" "$n/.config"
+		"$BR/utils/config" --file "$n/.config" --disable BR2_TOOLCHAIN_BUILDROOT_CXX
+		make -s -C "$BR" O="$n" BR2_EXTERNAL="$EXT" olddefconfig >"$work/$name-nocxx.log" 2>&1
+		if grep -qx '# marmoset needs a toolchain w/ C++' "$n/.config" && ! grep -qx BR2_PACKAGE_MARMOSET=y "$n/.config"; then
+			ok "$name without C++: marmoset off, \"marmoset needs a toolchain w/ C++\" shown"
+		else
+			bad "$name without C++: no comment saying why marmoset is off"
+		fi
+		rm -rf "$n"
+	fi
 	printvars "$name" MARMOSET_DEPENDENCIES RUSTC_TARGET_NAME TARGET_CROSS PKG_CARGO_ENV \
 		MARMOSET_CARGO_ENV MARMOSET_CARGO_BUILD_OPTS MARMOSET_CARGO_INSTALL_OPTS \
 		MARMOSET_OVERRIDE_SRCDIR MARMOSET_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS RSYNC_VCS_EXCLUSIONS STRIPCMD HOST_DIR \
@@ -173,12 +188,12 @@ tree=$(git stash create 2>/dev/null)
 tree=${tree:-HEAD}
 dlsrc=$work/src-release/marmoset
 lockkey=$(sha256sum Cargo.lock | cut -c1-16)
-if [ ! -f "$work/src-release/.tree" ] || [ "$(cat "$work/src-release/.tree")" != "$(git rev-parse "$tree^{tree}")" ]; then
-	rm -rf "$work/src-release"
-	mkdir -p "$dlsrc"
-	git archive "$tree" | tar -x -C "$dlsrc"
-	git rev-parse "$tree^{tree}" >"$work/src-release/.tree"
-fi
+# Unchanged files keep their times (rsync by checksum), so a warm run rebuilds
+# only what changed.
+rm -rf "$work/archive"
+mkdir -p "$work/archive" "$dlsrc"
+git archive "$tree" | tar -x -C "$work/archive"
+rsync -rlc --delete --exclude /target --exclude /VENDOR --exclude /.cargo "$work/archive/" "$dlsrc/"
 if [ ! -d "$work/vendor-$lockkey/VENDOR" ]; then
 	rm -rf "$work"/vendor-*
 	mkdir -p "$work/vendor-$lockkey/.cargo"
@@ -189,8 +204,7 @@ if [ ! -d "$work/vendor-$lockkey/VENDOR" ]; then
 fi
 # What cargo-post-process leaves: VENDOR/ and the .cargo/config.toml it writes,
 # which replaces the project's.
-rm -rf "$dlsrc/VENDOR" "$dlsrc/.cargo"
-cp -R "$work/vendor-$lockkey/VENDOR" "$work/vendor-$lockkey/.cargo" "$dlsrc/"
+rsync -a --delete "$work/vendor-$lockkey/VENDOR" "$work/vendor-$lockkey/.cargo" "$dlsrc/"
 if [ -d "$dlsrc/VENDOR" ] && grep -q '^directory = "VENDOR"$' "$dlsrc/.cargo/config.toml"; then
 	ok "release path: crates vendored, .cargo/config.toml replaced as cargo-post-process does"
 else
@@ -228,6 +242,7 @@ for name in "${!TRIPLE[@]}"; do
 	env_line="$(var PKG_CARGO_ENV "$vars") $(var MARMOSET_CARGO_ENV "$vars")"
 	build_opts=$(var MARMOSET_CARGO_BUILD_OPTS "$vars")
 	install_opts=$(var MARMOSET_CARGO_INSTALL_OPTS "$vars")
+	declare -A SIZE=()
 	for path in release checkout; do
 		label="$name ($triple, $path path)"
 		if [ $path = release ]; then
@@ -274,6 +289,7 @@ for name in "${!TRIPLE[@]}"; do
 		# Buildroot strips the target tree with STRIPCMD.
 		eval "$(var STRIPCMD "$vars" | sed "s|^.*/||") '$bin'"
 		size=$(stat -c %s "$bin")
+		SIZE[$path]=$size
 		echo "size - $label: /usr/bin/marmoset $size bytes stripped ($(date -u +%F))"
 		static=dynamic
 		file "$bin" | grep -q 'statically linked\|static-pie' && static=static
@@ -301,5 +317,12 @@ for name in "${!TRIPLE[@]}"; do
 			bad "$label: statically linked glibc binary (the project's +crt-static reached Buildroot's build)"
 		fi
 	done
+	if [ -n "${SIZE[release]-}" ] && [ -n "${SIZE[checkout]-}" ]; then
+		if [ "${SIZE[release]}" = "${SIZE[checkout]}" ]; then
+			ok "$name: the checkout builds like the release (${SIZE[release]} bytes both)"
+		else
+			bad "$name: checkout ${SIZE[checkout]} bytes, release ${SIZE[release]}: other flags reached one of them"
+		fi
+	fi
 done
 finish
