@@ -295,7 +295,9 @@ for name in "${!TRIPLE[@]}"; do
 		file "$bin" | grep -q 'statically linked\|static-pie' && static=static
 		echo "     $(file -b "$bin" | cut -d, -f1-2), $static"
 		# Serve the overlay's demo UI under qemu-user.
+		# A port nothing listens on yet, so that the answer is this server's.
 		port=$((port + 1))
+		while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
 		"${qemu[@]}" "$bin" --root "$repo/rootfs-overlay/www" --listen "127.0.0.1:$port" >"$work/$name-$path.serve.log" 2>&1 &
 		pid=$!
 		got=""
