@@ -67,6 +67,12 @@ stage_init() {
 	return $rc
 }
 
+# Buildroot's own tools on board/buildroot and a pkg-cargo.mk build of both
+# defconfigs under qemu-user (board/README.md, Buildroot).
+stage_buildroot() {
+	tests/packaging/buildroot.sh
+}
+
 stage_browser() {
 	MARMOSET_BIN=target/release/marmoset tests/browser/run.sh
 }
@@ -119,7 +125,7 @@ stage_bench() {
 	BENCH_SMOKE=1 bench/run.sh
 }
 
-stages=(lint layers unit ui release init browser cross size reproducible armv7_musl qemu fuzz robust bench)
+stages=(lint layers unit ui release init buildroot browser cross size reproducible armv7_musl qemu fuzz robust bench)
 [ $# -gt 0 ] && stages=("$@")
 
 started=$(date +%s)
