@@ -183,24 +183,25 @@ fn chroot_serves_the_root_as_slash() {
     assert_eq!(root, s.root.path());
 }
 
+/// `--daemon` on 127.0.0.1:`port` over `root`, writing `pidfile`.
+fn daemon_command(root: &std::path::Path, pidfile: &std::path::Path, port: u16) -> Command {
+    let mut cmd = command();
+    cmd.args(["--config", "/dev/null", "--daemon", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--root")
+        .arg(root)
+        .arg("--pidfile")
+        .arg(pidfile);
+    cmd
+}
+
 #[test]
 fn daemon_mode_writes_the_pidfile_and_returns() {
     let root = TempDir::new("daemon");
     root.write("index.html", "d");
     let pidfile = root.path().join("m.pid");
     let port = free_port();
-    let status = command()
-        .args([
-            "--config",
-            "/dev/null",
-            "--daemon",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--root",
-        ])
-        .arg(root.path())
-        .arg("--pidfile")
-        .arg(&pidfile)
+    let status = daemon_command(root.path(), &pidfile, port)
         .status()
         .unwrap();
     assert!(status.success());
@@ -228,18 +229,7 @@ fn daemon_mode_with_an_unwritable_pidfile_fails_where_it_was_started() {
     root.write("index.html", "d");
     let pidfile = root.path().join("no-such-dir/m.pid");
     let port = free_port();
-    let out = command()
-        .args([
-            "--config",
-            "/dev/null",
-            "--daemon",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--root",
-        ])
-        .arg(root.path())
-        .arg("--pidfile")
-        .arg(&pidfile)
+    let out = daemon_command(root.path(), &pidfile, port)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
