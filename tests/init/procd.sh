@@ -1,9 +1,31 @@
 #!/bin/sh
 # Checks the OpenWrt procd script init/marmoset.init without OpenWrt: it is
-# sourced against stand-in config_* (reading a UCI file) and procd_*
-# functions that record what procd would get, under dash and busybox sh
-# (OpenWrt's shell is BusyBox ash). The recorded command line is then checked
-# and, with the real binary, validated by `marmoset --check-config`.
+# sourced against stand-ins for /lib/functions.sh (config_*) and
+# /lib/functions/procd.sh (procd_*) that record what procd would get, under
+# dash and busybox sh (OpenWrt's shell is BusyBox ash). Every UCI option the
+# script reads gets a test printing the command line it produces; the flags
+# are validated by the real binary (`marmoset --check-config`), and the
+# syslog option is run against the shared marmoset.conf.
+#
+# The stand-ins follow the real argument conventions:
+#  - config_load NAME reads /etc/config/NAME (here: $UCI_DIR/NAME) into
+#    CONFIG_<section>_<option>; a list also into _ITEM1.._LENGTH.
+#  - config_get VAR SECTION OPTION [DEFAULT] (an empty value takes DEFAULT,
+#    as the real `${...:-default}`); config_get SECTION OPTION prints it.
+#  - config_get_bool VAR SECTION OPTION [DEFAULT]: 1|on|true|yes|enabled -> 1,
+#    0|off|false|no|disabled -> 0, anything else -> DEFAULT (may be empty).
+#  - config_list_foreach SECTION OPTION FUNC [ARGS...] calls FUNC ITEM ARGS...
+#  - procd_open_instance [NAME] / procd_close_instance; procd_set_param TYPE
+#    VALUE... replaces, procd_append_param TYPE VALUE... adds. Array types
+#    (command netdev file respawn watch watchdog) keep every argument, empty
+#    ones too, as one element each; table types (env data limits) take
+#    KEY=VALUE; any other type is a single string: only its first value.
+#  - procd_add_reload_trigger CONFIG... : one config.change trigger each.
+# Not covered (no OpenWrt tree or procd here): the uci CLI's own parsing and
+# quoting, jshn/ubus (the JSON procd really receives), rc.common (enable,
+# boot, the start/stop/reload verbs), procd's respawn timing and logd, and
+# reload_config; the stand-ins are stricter than procd where noted
+# (set/append outside an instance, extra values to a string type are errors).
 # Env: MARMOSET_BIN (default ${CARGO_TARGET_DIR:-target}/release/marmoset,
 # built when missing). Last line: "N passed, M failed".
 set -u
@@ -16,6 +38,7 @@ check() {
 	d=$1; shift
 	if "$@"; then ok "$d"; else bad "$d"; return 1; fi
 }
+not() { ! "$@"; }
 
 if ! command -v busybox >/dev/null; then
 	apt-get install -y -qq busybox >/dev/null 2>&1 ||
@@ -23,128 +46,193 @@ if ! command -v busybox >/dev/null; then
 fi
 
 TMP=$(mktemp -d /tmp/marmoset-procd.XXXXXX)
+chmod 755 "$TMP"
 trap 'rm -rf "$TMP"' EXIT
 
 # The harness, sourced by a shell together with the init script.
 cat >"$TMP/harness.sh" <<'EOF_H'
-# Stand-ins for OpenWrt's /lib/functions.sh (UCI) and procd.sh.
-# UCI values are kept as shell variables CFG_<section>_<option>; a list
-# keeps its items separated by newlines.
+# --- /lib/functions.sh (UCI) stand-ins.
+_uci_unquote() { echo "$1" | sed "s/^'\(.*\)'\$/\1/; s/^\"\(.*\)\"\$/\1/"; }
 config_load() {
-	sect=""
-	while read -r kw a b || [ -n "$kw" ]; do
-		a=$(echo "$a" | sed "s/^'\(.*\)'\$/\1/")
-		b=$(echo "$b" | sed "s/^'\(.*\)'\$/\1/")
-		case $kw in
-		config) sect=$b ;;
-		option) eval "CFG_${sect}_$a=\$b" ;;
+	_sect=""
+	while read -r _kw _a _b || [ -n "$_kw" ]; do
+		_a=$(_uci_unquote "$_a")
+		_b=$(_uci_unquote "$_b")
+		case $_kw in
+		config) _sect=$_b ;;
+		option) eval "CONFIG_${_sect}_$_a=\$_b" ;;
 		list)
-			eval "cur=\${CFG_${sect}_$a-}"
-			if [ -n "$cur" ]; then
-				eval "CFG_${sect}_$a=\"\$cur
-\$b\""
-			else
-				eval "CFG_${sect}_$a=\$b"
-			fi
+			eval "_n=\$((\${CONFIG_${_sect}_${_a}_LENGTH:-0} + 1))"
+			eval "CONFIG_${_sect}_${_a}_LENGTH=\$_n; CONFIG_${_sect}_${_a}_ITEM$_n=\$_b"
+			eval "CONFIG_${_sect}_$_a=\"\${CONFIG_${_sect}_$_a:+\$CONFIG_${_sect}_$_a }\$_b\""
 			;;
 		esac
-	done <"$UCI_FILE"
-	echo "config_load $1" >>"$REC"
+	done <"$UCI_DIR/$1"
+	echo "config_load $*" >>"$REC"
 }
 config_get() {
-	eval "_v=\${CFG_$2_$3-\${4-}}"
-	eval "$1=\$_v"
+	case $# in
+	2|3) [ $# = 3 ] && [ -n "$3" ] || { eval "echo \"\${CONFIG_$1_$2-}\""; return; } ;;
+	esac
+	eval "$1=\${CONFIG_$2_$3:-\${4-}}"
 }
 config_get_bool() {
-	config_get _b "$2" "$3" "${4-0}"
+	config_get _b "$2" "$3" "${4-}"
 	case $_b in
 	1|on|true|yes|enabled) _b=1 ;;
-	*) _b=0 ;;
+	0|off|false|no|disabled) _b=0 ;;
+	*) _b=${4-} ;;
 	esac
 	eval "$1=\$_b"
 }
 config_list_foreach() {
-	eval "_l=\${CFG_$1_$2-}"
-	[ -n "$_l" ] || return 0
-	_ifs=$IFS
-	IFS='
-'
-	for _i in $_l; do
-		IFS=$_ifs
-		"$3" "$_i"
+	_s=$1 _o=$2 _f=$3
+	shift 3
+	eval "_len=\${CONFIG_${_s}_${_o}_LENGTH:-0}"
+	_i=1
+	while [ "$_i" -le "$_len" ]; do
+		eval "_item=\$CONFIG_${_s}_${_o}_ITEM$_i"
+		"$_f" "$_item" "$@"
+		_i=$((_i + 1))
 	done
-	IFS=$_ifs
 }
-procd_open_instance() { echo "open_instance" >>"$REC"; }
-procd_close_instance() { echo "close_instance" >>"$REC"; }
-procd_set_param() {
-	_p=$1; shift
-	if [ "$_p" = command ]; then
-		: >"$CMD"
-		for _a in "$@"; do printf '%s\n' "$_a" >>"$CMD"; done
-	else
-		echo "param $_p $*" >>"$REC"
-	fi
+# --- /lib/functions/procd.sh stand-ins. $CMD gets the command, one
+# argument a line; everything else goes to $REC.
+_instance=""
+procd_open_instance() {
+	[ -z "$_instance" ] || echo "error open_instance inside an instance" >>"$REC"
+	_instance=${1:-instance1}
+	echo "open_instance $_instance" >>"$REC"
 }
-procd_append_param() {
-	_p=$1; shift
-	[ "$_p" = command ] || { echo "append $_p $*" >>"$REC"; return; }
-	for _a in "$@"; do printf '%s\n' "$_a" >>"$CMD"; done
+procd_close_instance() {
+	[ -n "$_instance" ] || echo "error close_instance without an instance" >>"$REC"
+	_instance=""
+	echo "close_instance" >>"$REC"
 }
-procd_add_reload_trigger() { echo "reload_trigger $*" >>"$REC"; }
+_procd_param() { # set|append TYPE VALUE...
+	_op=$1 _t=$2
+	shift 2
+	[ -n "$_instance" ] || { echo "error $_op $_t outside an instance" >>"$REC"; return; }
+	case $_t in
+	command)
+		[ "$_op" = set ] && : >"$CMD"
+		while [ "$#" -gt 0 ]; do printf '%s\n' "$1" >>"$CMD"; shift; done
+		;;
+	netdev|file|respawn|watch|watchdog|env|data|limits)
+		echo "$_op $_t $*" >>"$REC"
+		;;
+	*)
+		[ "$#" -le 1 ] || echo "error $_t takes one value, got $#" >>"$REC"
+		echo "$_op $_t ${1-}" >>"$REC"
+		;;
+	esac
+}
+procd_set_param() { _procd_param set "$@"; }
+procd_append_param() { _procd_param append "$@"; }
+procd_add_reload_trigger() {
+	for _c in "$@"; do echo "reload_trigger $_c" >>"$REC"; done
+}
 . "$INIT"
-echo "START=$START USE_PROCD=$USE_PROCD" >>"$REC"
+echo "START=$START STOP=$STOP USE_PROCD=$USE_PROCD" >>"$REC"
 start_service
 service_triggers
 EOF_H
 
 # run SHELL UCI_FILE: leaves $TMP/rec and $TMP/cmd
 run() {
+	rm -rf "$TMP/etc-config"
+	mkdir -p "$TMP/etc-config"
+	cp "$2" "$TMP/etc-config/marmoset"
 	: >"$TMP/rec"; : >"$TMP/cmd"
-	REC=$TMP/rec CMD=$TMP/cmd UCI_FILE=$2 INIT=init/marmoset.init $1 "$TMP/harness.sh"
+	REC=$TMP/rec CMD=$TMP/cmd UCI_DIR=$TMP/etc-config INIT=init/marmoset.init $1 "$TMP/harness.sh"
 }
 has() { grep -qxF "$1" "$TMP/rec"; }
 cmdline() { tr '\n' ' ' <"$TMP/cmd" | sed 's/ $//'; }
+uci() { # uci FILE LINE...: a config file with section main and these lines
+	_f=$1; shift
+	echo "config marmoset 'main'" >"$_f"
+	for _l in "$@"; do printf '\t%s\n' "$_l" >>"$_f"; done
+}
+# option SHELL DESCRIPTION EXPECTED-ARGS LINE...: the command line for a
+# section holding only LINE... is /usr/bin/marmoset EXPECTED-ARGS.
+option() {
+	_sh=$1 _d=$2 _want=$3
+	shift 3
+	uci "$TMP/opt.uci" "$@"
+	run "$_sh" "$TMP/opt.uci"
+	_exp="/usr/bin/marmoset $_want"
+	if [ "$(cmdline)" = "$_exp" ] && not grep -q '^error' "$TMP/rec"; then
+		ok "[$_sh] $_d -> $(cmdline | sed 's|^/usr/bin/marmoset ||')"
+	else
+		bad "[$_sh] $_d"
+		echo "     want: $_exp"
+		echo "     got:  $(cmdline)"
+		grep '^error' "$TMP/rec" | sed 's/^/     /'
+	fi
+}
 
 check "init/marmoset.init parses (sh -n)" sh -n init/marmoset.init
 check "init/marmoset.init parses (busybox sh -n)" busybox sh -n init/marmoset.init
 check "shebang is '#!/bin/sh /etc/rc.common'" \
 	[ "$(head -n1 init/marmoset.init)" = "#!/bin/sh /etc/rc.common" ]
 
-cat >"$TMP/custom.uci" <<'EOT'
-config marmoset 'main'
-	option enabled '1'
-	list listen '127.0.0.1:8081'
-	option root '/srv/www'
-	option server_name 'off'
-	option keepalive_timeout '3'
-	option index 'index.html index.htm'
-	option syslog '0'
-EOT
-sed "s/option enabled '1'/option enabled '0'/" init/marmoset.uci >"$TMP/disabled.uci"
+# Every option of the shipped UCI file is one the script reads.
+# shellcheck disable=SC2013 # option names, one word each
+for o in $(sed -n "s/^[[:space:]]*\(option\|list\) \([a-z_]*\) .*/\2/p" init/marmoset.uci | sort -u); do
+	case $o in
+	enabled|listen|root|syslog) ;;
+	*) check "UCI option '$o' is passed on by the script" grep -q "[ 	]$o\( \|\$\)" init/marmoset.init ;;
+	esac
+done
 
-DEFAULT_CMD="/usr/bin/marmoset --listen 0.0.0.0:8080 --listen [::]:8080 --root /www --workers 1 --user nobody --group nogroup --log-level info --access-log off --max-connections 64 --syslog"
+sed "s/option enabled '1'/option enabled '0'/" init/marmoset.uci >"$TMP/disabled.uci"
+DEFAULT_CMD="/usr/bin/marmoset --listen 0.0.0.0:8080 --listen [::]:8080 --root /www-marmoset --workers 1 --user nobody --group nogroup --log-level info --access-log off --max-connections 64 --syslog=on"
 
 for sh_ in sh "busybox sh"; do
 	run "$sh_" init/marmoset.uci
-	check "[$sh_] default UCI: command line" [ "$(cmdline)" = "$DEFAULT_CMD" ] ||
-		echo "     got: $(cmdline)"
+	check "[$sh_] shipped UCI: $(cmdline)" [ "$(cmdline)" = "$DEFAULT_CMD" ] ||
+		echo "     want: $DEFAULT_CMD"
 	check "[$sh_] config_load marmoset" has "config_load marmoset"
-	check "[$sh_] START=50 USE_PROCD=1" has "START=50 USE_PROCD=1"
+	check "[$sh_] START=50 STOP=50 USE_PROCD=1" has "START=50 STOP=50 USE_PROCD=1"
 	check "[$sh_] one instance opened and closed" \
-		[ "$(grep -c '^open_instance$' "$TMP/rec")" = 1 ] && has close_instance
-	check "[$sh_] respawn" grep -q '^param respawn' "$TMP/rec"
-	check "[$sh_] stderr 1" has "param stderr 1"
-	check "[$sh_] marmoset.conf watched" has "param file /etc/marmoset/marmoset.conf"
+		[ "$(grep -c '^open_instance' "$TMP/rec")" = 1 ] && has close_instance
+	check "[$sh_] no stand-in errors (params inside the instance)" not grep -q '^error' "$TMP/rec" ||
+		grep '^error' "$TMP/rec" | sed 's/^/     /'
+	check "[$sh_] respawn 3600 5 5 (threshold, timeout, retry)" has "set respawn 3600 5 5"
+	check "[$sh_] stderr 1" has "set stderr 1"
+	check "[$sh_] marmoset.conf watched" has "set file /etc/marmoset/marmoset.conf"
 	check "[$sh_] reload trigger on 'marmoset'" has "reload_trigger marmoset"
 
-	run "$sh_" "$TMP/custom.uci"
-	check "[$sh_] custom UCI: underscores become dashes, no --syslog" \
-		[ "$(cmdline)" = "/usr/bin/marmoset --listen 127.0.0.1:8081 --root /srv/www --server-name off --keepalive-timeout 3 --index index.html index.htm" ]
-	check "[$sh_] a value with spaces stays one argument" grep -qxF "index.html index.htm" "$TMP/cmd"
-
+	# One test per option: the command line it produces.
+	option "$sh_" "no options" "--root /www-marmoset"
+	option "$sh_" "enabled '1'" "--root /www-marmoset" "option enabled '1'"
 	run "$sh_" "$TMP/disabled.uci"
-	check "[$sh_] enabled '0': no instance" eval '! has open_instance'
+	check "[$sh_] enabled '0': no instance" not grep -q '^open_instance' "$TMP/rec"
+	uci "$TMP/off.uci" "option enabled 'off'"
+	run "$sh_" "$TMP/off.uci"
+	check "[$sh_] enabled 'off': no instance" not grep -q '^open_instance' "$TMP/rec"
+	option "$sh_" "list listen (two)" "--listen 127.0.0.1:8081 --listen [::1]:8081 --root /www-marmoset" \
+		"list listen '127.0.0.1:8081'" "list listen '[::1]:8081'"
+	option "$sh_" "root '/srv/www'" "--root /srv/www" "option root '/srv/www'"
+	option "$sh_" "root '' (empty: the default)" "--root /www-marmoset" "option root ''"
+	option "$sh_" "workers '2'" "--root /www-marmoset --workers 2" "option workers '2'"
+	option "$sh_" "user 'nobody'" "--root /www-marmoset --user nobody" "option user 'nobody'"
+	option "$sh_" "group 'nogroup'" "--root /www-marmoset --group nogroup" "option group 'nogroup'"
+	option "$sh_" "log_level 'debug'" "--root /www-marmoset --log-level debug" "option log_level 'debug'"
+	option "$sh_" "access_log 'syslog'" "--root /www-marmoset --access-log syslog" "option access_log 'syslog'"
+	option "$sh_" "server_name 'off'" "--root /www-marmoset --server-name off" "option server_name 'off'"
+	option "$sh_" "max_connections '32'" "--root /www-marmoset --max-connections 32" "option max_connections '32'"
+	option "$sh_" "header_timeout '10'" "--root /www-marmoset --header-timeout 10" "option header_timeout '10'"
+	option "$sh_" "keepalive_timeout '3'" "--root /www-marmoset --keepalive-timeout 3" "option keepalive_timeout '3'"
+	option "$sh_" "send_timeout '20'" "--root /www-marmoset --send-timeout 20" "option send_timeout '20'"
+	option "$sh_" "max_requests '100'" "--root /www-marmoset --max-requests 100" "option max_requests '100'"
+	option "$sh_" "grace '2'" "--root /www-marmoset --grace 2" "option grace '2'"
+	option "$sh_" "index 'index.html index.htm'" "--root /www-marmoset --index index.html index.htm" "option index 'index.html index.htm'"
+	check "[$sh_] a value with spaces stays one argument" grep -qxF "index.html index.htm" "$TMP/cmd"
+	option "$sh_" "syslog '1'" "--root /www-marmoset --syslog=on" "option syslog '1'"
+	option "$sh_" "syslog '0'" "--root /www-marmoset --syslog=off" "option syslog '0'"
+	option "$sh_" "syslog 'no'" "--root /www-marmoset --syslog=off" "option syslog 'no'"
+	option "$sh_" "syslog 'maybe' (not a boolean: marmoset.conf decides)" "--root /www-marmoset" "option syslog 'maybe'"
 done
 
 # The flags the script produces must be accepted by the real binary.
@@ -153,21 +241,60 @@ if [ ! -x "$BIN" ]; then
 	cargo build --release --locked >&2 || bad "cargo build"
 fi
 if [ -x "$BIN" ]; then
-	run sh init/marmoset.uci
-	# shellcheck disable=SC2046 # one argument a line, none with spaces
-	set -- $(tail -n +2 "$TMP/cmd")
 	: >"$TMP/empty.conf"
-	check "default UCI flags pass '$BIN --check-config'" \
-		"$BIN" --check-config --config "$TMP/empty.conf" "$@"
-	run sh "$TMP/custom.uci"
+	mkdir -p "$TMP/www"
+	echo hello >"$TMP/www/index.html"
+	run sh init/marmoset.uci
 	IFS='
 '
 	# shellcheck disable=SC2046
 	set -- $(tail -n +2 "$TMP/cmd")
 	IFS=' 	
 '
-	check "custom UCI flags pass '$BIN --check-config'" \
-		"$BIN" --check-config --config "$TMP/empty.conf" "$@"
+	check "shipped UCI flags pass '$BIN --check-config'" \
+		"$BIN" --check-config --config "$TMP/empty.conf" "$@" --root "$TMP/www" >/dev/null
+	uci "$TMP/all.uci" "list listen '127.0.0.1:8081'" "option root '$TMP/www'" "option workers '2'" \
+		"option user 'nobody'" "option group 'nogroup'" "option log_level 'debug'" \
+		"option access_log 'syslog'" "option server_name 'off'" "option max_connections '32'" \
+		"option header_timeout '10'" "option keepalive_timeout '3'" "option send_timeout '20'" \
+		"option max_requests '100'" "option grace '2'" "option index 'index.html index.htm'" \
+		"option syslog '0'"
+	run sh "$TMP/all.uci"
+	IFS='
+'
+	# shellcheck disable=SC2046
+	set -- $(tail -n +2 "$TMP/cmd")
+	IFS=' 	
+'
+	check "every option at once passes '$BIN --check-config' ($# arguments)" \
+		"$BIN" --check-config --config "$TMP/empty.conf" "$@" >/dev/null
+
+	# syslog against the shared marmoset.conf (which says `syslog on`):
+	# '0' must bring the log back to stderr (procd's `stderr 1` -> logd),
+	# '1' must keep it off stderr.
+	port=$((30000 + $$ % 20000))
+	for v in 0 1; do
+		uci "$TMP/sys.uci" "list listen '127.0.0.1:$port'" "option root '$TMP/www'" "option syslog '$v'"
+		run sh "$TMP/sys.uci"
+		IFS='
+'
+		# shellcheck disable=SC2046
+		set -- $(tail -n +2 "$TMP/cmd")
+		IFS=' 	
+'
+		"$BIN" --config rootfs-overlay/etc/marmoset/marmoset.conf "$@" 2>"$TMP/stderr-$v" &
+		pid=$!
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			curl -fsS -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null && break
+			sleep 0.3
+		done
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		port=$((port + 1))
+	done
+	check "syslog '0' with marmoset.conf's 'syslog on': the log is on stderr" \
+		grep -q 'started' "$TMP/stderr-0" || sed 's/^/     /' "$TMP/stderr-0"
+	check "syslog '1': nothing on stderr (it goes to syslog)" not grep -q 'started' "$TMP/stderr-1"
 fi
 
 echo "$pass passed, $fail failed"
