@@ -6,7 +6,11 @@ LIC_FILES_CHKSUM = "file://LICENSE;md5=1f162984ada2f734f1ea722904214838"
 SRC_URI = "git://github.com/marmoset-httpd/marmoset.git;protocol=https;branch=main"
 # v0.1.0
 SRCREV = "0000000000000000000000000000000000000000"
-S = "${WORKDIR}/git"
+# S is oe-core's default, ${UNPACKDIR}/${BP}, where the git fetcher unpacks.
+
+# Basic auth calls crypt(3): with glibc the binary links -lcrypt, provided
+# by libxcrypt; with musl, virtual/crypt is musl itself.
+DEPENDS += "virtual/crypt"
 
 inherit cargo cargo-update-recipe-crates update-rc.d systemd useradd
 
@@ -14,6 +18,13 @@ inherit cargo cargo-update-recipe-crates update-rc.d systemd useradd
 # (same output as `bitbake -c update_crates marmoset`).
 require ${BPN}-crates.inc
 
+# Cargo.toml's release profile strips the binary; leave that to oe's
+# do_package (debug split, QA "already-stripped").
+export CARGO_PROFILE_RELEASE_STRIP = "false"
+
+# INIT_MANAGER picks one init system (sysvinit or systemd, not both):
+# install the file of the one in DISTRO_FEATURES. update-rc.d and systemd
+# act only when their feature is present.
 do_install:append() {
     install -d ${D}${sysconfdir}/marmoset
     install -m 0644 ${S}/rootfs-overlay/etc/marmoset/marmoset.conf ${D}${sysconfdir}/marmoset/
