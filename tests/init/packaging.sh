@@ -1,8 +1,9 @@
 #!/bin/sh
 # Static checks of the packaging files (Buildroot, Yocto, OpenWrt, overlay):
-# copies in sync with init/, versions in sync
-# with Cargo.toml, the Yocto crates include in sync with Cargo.lock, the
+# copies in sync with init/, versions in sync with Cargo.toml, the
 # conventions of each builder, and the CI skip key of the armv7-musl build.
+# The Yocto layer and recipe are checked with bitbake itself by
+# tests/packaging/yocto.sh (crates include, layer.conf, recipe variables).
 # Last line: "N passed, M failed".
 # shellcheck disable=SC2016 # literal make/bitbake/shell variables in patterns
 set -u
@@ -40,15 +41,7 @@ check "rootfs-overlay/etc/marmoset/marmoset.conf exists" test -f rootfs-overlay/
 # Versions.
 check "Buildroot MARMOSET_VERSION = $VERSION" hasx $BRP/marmoset.mk "MARMOSET_VERSION = $VERSION"
 check "Buildroot hash names marmoset-$VERSION-cargo6.tar.gz" has $BRP/marmoset.hash "marmoset-$VERSION-cargo6.tar.gz"
-check "Yocto recipe is marmoset_$VERSION.bb" test -f "$RE/marmoset_$VERSION.bb"
 check "OpenWrt PKG_VERSION:=$VERSION" hasx $OW/Makefile "PKG_VERSION:=$VERSION"
-
-# Yocto crates include generated from Cargo.lock.
-check "marmoset-crates.inc in sync with Cargo.lock" board/crates-inc.sh --check
-n_lock=$(grep -c '^source = "registry+https://github.com/rust-lang/crates.io-index"' Cargo.lock)
-n_inc=$(grep -c 'crate://crates.io/' $RE/marmoset-crates.inc)
-n_sum=$(grep -c '^SRC_URI\[.*\.sha256sum\] = "[0-9a-f]\{64\}"$' $RE/marmoset-crates.inc)
-check "one crate:// line and one sha256sum per crates.io package ($n_lock)" [ "$n_inc" = "$n_lock" ] && [ "$n_sum" = "$n_lock" ]
 
 # Buildroot br2-external conventions not covered by tests/packaging/buildroot.sh
 # (Buildroot's check-package, defconfig loading, printvars and an emulated build).
@@ -66,20 +59,7 @@ for c in "$BR"/configs/*_defconfig; do
 done
 check "both qemu defconfigs exist" test -f $BR/configs/qemu_aarch64_virt_marmoset_defconfig -a -f $BR/configs/qemu_arm_vexpress_marmoset_defconfig
 
-# Yocto layer and recipe.
-check "layer.conf: collection, pattern, priority, depends, series" \
-	hasx $YO/conf/layer.conf 'BBFILE_COLLECTIONS += "marmoset"' &&
-	hasx $YO/conf/layer.conf 'BBFILE_PATTERN_marmoset = "^${LAYERDIR}/"' &&
-	grep -q '^BBFILE_PRIORITY_marmoset = "[0-9]*"$' $YO/conf/layer.conf &&
-	hasx $YO/conf/layer.conf 'LAYERDEPENDS_marmoset = "core"' &&
-	grep -q '^LAYERSERIES_COMPAT_marmoset = ' $YO/conf/layer.conf
 BB=$RE/marmoset_$VERSION.bb
-check "recipe inherits cargo cargo-update-recipe-crates update-rc.d systemd useradd" \
-	hasx "$BB" "inherit cargo cargo-update-recipe-crates update-rc.d systemd useradd"
-check "recipe requires the crates include" hasx "$BB" 'require ${BPN}-crates.inc'
-for v in LICENSE LIC_FILES_CHKSUM SRC_URI SRCREV S INITSCRIPT_NAME INITSCRIPT_PARAMS 'SYSTEMD_SERVICE:${PN}' USERADD_PACKAGES 'USERADD_PARAM:${PN}'; do
-	check "recipe sets $v" grep -q "^$v = " "$BB"
-done
 
 # OpenWrt package.
 for l in 'include $(TOPDIR)/rules.mk' 'include $(INCLUDE_DIR)/package.mk' 'PKG_BUILD_DEPENDS:=rust/host' \
