@@ -195,7 +195,7 @@ for sh_ in sh "busybox sh"; do
 	check "[$sh_] config_load marmoset" has "config_load marmoset"
 	check "[$sh_] START=50 STOP=50 USE_PROCD=1" has "START=50 STOP=50 USE_PROCD=1"
 	check "[$sh_] one instance opened and closed" \
-		[ "$(grep -c '^open_instance' "$TMP/rec")" = 1 ] && has close_instance
+		[ "$(grep -c '^open_instance' "$TMP/rec") $(grep -c '^close_instance' "$TMP/rec")" = "1 1" ]
 	check "[$sh_] no stand-in errors (params inside the instance)" not grep -q '^error' "$TMP/rec" ||
 		grep '^error' "$TMP/rec" | sed 's/^/     /'
 	check "[$sh_] respawn 3600 5 5 (threshold, timeout, retry)" has "set respawn 3600 5 5"
