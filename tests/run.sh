@@ -67,10 +67,16 @@ stage_init() {
 	return $rc
 }
 
-# Buildroot's own tools on board/buildroot and a pkg-cargo.mk build of both
-# defconfigs under qemu-user (board/README.md, Buildroot).
-stage_buildroot() {
-	tests/packaging/buildroot.sh
+# The image-builder packages under the builders' own tools (board/README.md):
+# Buildroot's check-package, defconfigs and a pkg-cargo.mk build of both,
+# run under qemu-user; bitbake's parse and dry run of meta-marmoset under
+# both init managers and a cargo.bbclass build. The trees come from
+# ../shared/upstream (or BUILDROOT_DIR, OE_CORE_DIR, BITBAKE_DIR).
+stage_packaging() {
+	local rc=0
+	tests/packaging/buildroot.sh || rc=1
+	tests/packaging/yocto.sh || rc=1
+	return $rc
 }
 
 stage_browser() {
@@ -125,7 +131,7 @@ stage_bench() {
 	BENCH_SMOKE=1 bench/run.sh
 }
 
-stages=(lint layers unit ui release init buildroot browser cross size reproducible armv7_musl qemu fuzz robust bench)
+stages=(lint layers unit ui release init packaging browser cross size reproducible armv7_musl qemu fuzz robust bench)
 [ $# -gt 0 ] && stages=("$@")
 
 started=$(date +%s)
