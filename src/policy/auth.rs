@@ -563,12 +563,16 @@ fn hasher() {
         };
         log::debug!("auth: verifying a password");
         let ok = verify(&job.password, &job.hash);
+        // Done before the answer goes: the client's next request with the
+        // same credentials is a new guess, and must be counted as one.
+        {
+            let mut q = lock(&QUEUE);
+            if let Some(p) = q.tags.iter().position(|&t| t == job.tag) {
+                q.tags.swap_remove(p);
+            }
+        }
         // The client may have gone: nobody reads the answer then.
         let _ = (&job.answer).write_all(&[u8::from(ok)]);
-        let mut q = lock(&QUEUE);
-        if let Some(p) = q.tags.iter().position(|&t| t == job.tag) {
-            q.tags.swap_remove(p);
-        }
     }
 }
 
