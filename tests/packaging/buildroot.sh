@@ -320,8 +320,12 @@ for name in "${!TRIPLE[@]}"; do
 		fi
 	done
 	if [ -n "${SIZE[release]-}" ] && [ -n "${SIZE[checkout]-}" ]; then
-		if [ "${SIZE[release]}" = "${SIZE[checkout]}" ]; then
-			ok "$name: the checkout builds like the release (${SIZE[release]} bytes both)"
+		# Paths differ between the two trees (panic locations of the vendored
+		# crates), which can move the size by a page; leaked flags move it by
+		# far more (+crt-static: hundreds of KB; the project's linker script: 90 KB).
+		diff=$((SIZE[release] - SIZE[checkout]))
+		if [ "${diff#-}" -le 16384 ]; then
+			ok "$name: the checkout builds like the release (${SIZE[checkout]} and ${SIZE[release]} bytes)"
 		else
 			bad "$name: checkout ${SIZE[checkout]} bytes, release ${SIZE[release]}: other flags reached one of them"
 		fi
