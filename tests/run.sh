@@ -37,7 +37,17 @@ install_everything() {
 	rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf >/dev/null 2>&1 || return 1
 }
 
+# Formatting, clippy, and the project's files speaking to users only (no
+# mention of the project's own issues or notes).
 stage_lint() {
+	local internal
+	internal=$(git grep -nIE '\bissues? #?[0-9]+\b|the brief\b|work in progress' -- \
+		README.md board tests src fuzz bench init rootfs-overlay .cargo Cross.toml Cargo.toml ':!tests/run.sh')
+	if [ -n "$internal" ]; then
+		echo "internal references in the project's files:"
+		echo "$internal"
+		return 1
+	fi
 	cargo fmt --all -- --check && cargo clippy --all-targets --locked -- -D warnings
 }
 
