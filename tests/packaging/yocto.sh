@@ -309,6 +309,9 @@ if [ -x "$BIN" ]; then
 	echo "     $info"
 	arm_unstripped() { case $info in *aarch64*"not stripped"*) return 0 ;; *) return 1 ;; esac; }
 	check "aarch64 ELF, not stripped (left to do_package)" arm_unstripped
+	# What the image gets: do_package strips it.
+	aarch64-linux-gnu-strip -o "$TMP/marmoset.stripped" "$BIN" &&
+		echo "     size with oe's flags, stripped as do_package does: $(stat -c %s "$TMP/marmoset.stripped") bytes"
 	mkdir -p "$TMP/www"
 	echo "marmoset on aarch64" >"$TMP/www/index.html"
 	: >"$TMP/empty.conf"
