@@ -19,9 +19,8 @@ TARGET=$1
 TGT=${CARGO_TARGET_DIR:-target}
 VERSION=$(sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n 1)
 
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
+# shellcheck source=tests/results.sh
+. tests/results.sh
 finish() {
 	echo "$pass passed, $fail failed"
 	[ $fail = 0 ]

@@ -6,9 +6,8 @@
 TGT=${CARGO_TARGET_DIR:-target}
 BIN=${MARMOSET_BIN:-$TGT/release/marmoset}
 
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
+# shellcheck source=tests/results.sh
+. tests/results.sh
 finish() {
 	echo "$pass passed, $fail failed"
 	[ "$fail" = 0 ]

@@ -9,13 +9,8 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-check() {
-	d=$1; shift
-	if "$@"; then ok "$d"; else bad "$d"; return 1; fi
-}
+# shellcheck source=tests/results.sh
+. tests/results.sh
 has() { grep -qF -- "$2" "$1"; } # has FILE TEXT
 hasx() { grep -qxF -- "$2" "$1"; } # has FILE LINE
 
@@ -95,9 +90,9 @@ for f in init/S50marmoset board/release.sh board/build-armv7-musl.sh board/crate
 	check "sh -n $f" sh -n "$f"
 done
 if command -v shellcheck >/dev/null; then
-	check "shellcheck (sh) clean" shellcheck -s sh init/S50marmoset board/release.sh \
+	check "shellcheck (sh) clean" shellcheck -x -s sh init/S50marmoset board/release.sh \
 		board/build-armv7-musl.sh board/crates-inc.sh tests/cross.sh tests/init/*.sh
-	check "shellcheck (bash) clean: tests/packaging/buildroot.sh" shellcheck tests/packaging/buildroot.sh
+	check "shellcheck (bash) clean: tests/packaging/buildroot.sh" shellcheck -x tests/packaging/buildroot.sh
 fi
 
 echo "$pass passed, $fail failed"

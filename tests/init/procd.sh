@@ -31,14 +31,8 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-check() {
-	d=$1; shift
-	if "$@"; then ok "$d"; else bad "$d"; return 1; fi
-}
-not() { ! "$@"; }
+# shellcheck source=tests/results.sh
+. tests/results.sh
 
 if ! command -v busybox >/dev/null; then
 	apt-get install -y -qq busybox >/dev/null 2>&1 ||

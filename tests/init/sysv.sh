@@ -8,13 +8,8 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-check() { # check DESCRIPTION COMMAND...
-	d=$1; shift
-	if "$@"; then ok "$d"; else bad "$d"; fi
-}
+# shellcheck source=tests/results.sh
+. tests/results.sh
 
 if [ "$(id -u)" != 0 ]; then
 	echo "tests/init/sysv.sh: must run as root"

@@ -46,9 +46,8 @@ unset RUSTFLAGS CARGO_BUILD_RUSTFLAGS RUSTC_WRAPPER CARGO_BUILD_RUSTC_WRAPPER CA
 # Buildroot's downloads would go under the (read-only) tree: point them here.
 export BR2_DL_DIR=$work/dl
 
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
+# shellcheck source=tests/results.sh
+. tests/results.sh
 note() { echo "note - $*"; }
 finish() {
 	echo "$pass passed, $fail failed"

@@ -28,14 +28,8 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 repo=$(pwd)
 
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-check() {
-	d=$1; shift
-	if "$@"; then ok "$d"; else bad "$d"; return 1; fi
-}
-not() { ! "$@"; }
+# shellcheck source=tests/results.sh
+. tests/results.sh
 finish() {
 	echo "$pass passed, $fail failed"
 	[ "$fail" = 0 ]
