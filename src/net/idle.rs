@@ -59,8 +59,9 @@ impl Idle<'_> {
 
 impl Drop for Idle<'_> {
     fn drop(&mut self) {
+        // From the back: a connection busy again was usually idle briefly.
         let mut waiting = self.queue.waiting.borrow_mut();
-        if let Some(i) = waiting.iter().position(|&id| id == self.id) {
+        if let Some(i) = waiting.iter().rposition(|&id| id == self.id) {
             waiting.remove(i);
         }
         self.queue.evicted.borrow_mut().retain(|&id| id != self.id);

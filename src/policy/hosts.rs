@@ -53,11 +53,14 @@ impl AllowedHosts {
                 _ => host,
             },
         };
-        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        // Compared as it is, case ignored: no copy per request.
+        let name = name.trim_end_matches('.');
+        let b = name.as_bytes();
+        let local = b".localhost";
         name.parse::<Ipv4Addr>().is_ok()
-            || name == "localhost"
-            || name.ends_with(".localhost")
-            || self.0.contains(&name)
+            || name.eq_ignore_ascii_case("localhost")
+            || (b.len() > local.len() && b[b.len() - local.len()..].eq_ignore_ascii_case(local))
+            || self.0.iter().any(|n| n.eq_ignore_ascii_case(name))
     }
 }
 
@@ -83,6 +86,7 @@ mod tests {
             "[::1]:8443",
             "localhost:8080",
             "app.localhost",
+            "App.LocalHost:80",
         ] {
             assert!(hosts.allows(ok.as_bytes()), "{ok}");
         }

@@ -276,10 +276,7 @@ impl Conn {
             self.sock.send_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
         }
         let body = match meta.body {
-            BodyKind::None => exchange::ScriptInput {
-                buffered: Vec::new(),
-                on_socket: 0,
-            },
+            BodyKind::None => exchange::ScriptInput::default(),
             BodyKind::Length(n) => {
                 let buffered = self.input.take(n);
                 exchange::ScriptInput {
