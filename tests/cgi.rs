@@ -4,15 +4,9 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use common::*;
-
-fn script(root: &TempDir, name: &str, body: &str) {
-    let p = root.write(&format!("cgi-bin/{name}"), format!("#!/bin/sh\n{body}"));
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 fn cgi_root() -> TempDir {
     let root = TempDir::new("cgi");
@@ -596,7 +590,7 @@ fn a_local_redirect_goes_through_the_whole_pipeline() {
     ] {
         script(&root, name, &format!("printf 'Location: {to}\\n\\n'\n"));
     }
-    let htpasswd = root.write("../htpasswd", "owner:$1$abcdefgh$0123456789012345678901\n");
+    let htpasswd = root.write(".htpasswd", "owner:$1$abcdefgh$0123456789012345678901\n");
     let realm = format!("/admin/ \"Device\" {}", htpasswd.display());
     let s = Server::start_in(root, &["--auth", &realm, "--deny", "/private/ all"]);
     let r = s.get("/cgi-bin/to-admin", &[]);

@@ -6,15 +6,9 @@
 mod common;
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use common::*;
-
-fn script(root: &TempDir, name: &str, body: &str) {
-    let p = root.write(&format!("cgi-bin/{name}"), body);
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 fn server() -> Server {
     let root = TempDir::new("head");
@@ -39,23 +33,21 @@ fn server() -> Server {
     script(
         &root,
         "ok",
-        "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\nfrom the script\\n'\n",
+        "printf 'Content-Type: text/plain\\n\\nfrom the script\\n'\n",
     );
-    script(&root, "oops", "#!/bin/sh\necho oops\n");
-    script(&root, "silent", "#!/bin/sh\nexit 0\n");
-    script(&root, "nostart", "#!/nonexistent/interpreter\n");
-    script(&root, "hang", "#!/bin/sh\nexec sleep 30419\n");
-    script(
-        &root,
-        "local",
-        "#!/bin/sh\nprintf 'Location: /index.html\\n\\n'\n",
-    );
+    script(&root, "oops", "echo oops\n");
+    script(&root, "silent", "exit 0\n");
+    root.write_executable("cgi-bin/nostart", "#!/nonexistent/interpreter\n");
+    script(&root, "hang", "exec sleep 30419\n");
+    script(&root, "local", "printf 'Location: /index.html\\n\\n'\n");
     script(
         &root,
         "missing",
-        "#!/bin/sh\nprintf 'Status: 404 Not Found\\nContent-Type: text/plain\\n\\nnot here\\n'\n",
+        "printf 'Status: 404 Not Found\\nContent-Type: text/plain\\n\\nnot here\\n'\n",
     );
-    let htpasswd = root.write("../htpasswd", "owner:$1$abcdefgh$0123456789012345678901\n");
+    // In the root (a dotfile, never served): a file beside it would be
+    // shared with other tests.
+    let htpasswd = root.write(".htpasswd", "owner:$1$abcdefgh$0123456789012345678901\n");
     let config = root.write(
         "../marmoset.conf",
         format!(

@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 use std::time::Duration;
 
@@ -23,11 +22,10 @@ fn protected(extra: &[&str]) -> Server {
     let root = TempDir::new("auth");
     root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
     root.write("admin/index.html", "admin page");
-    let env = root.write(
+    root.write_executable(
         "admin/cgi/whoami",
         "#!/bin/sh\nprintf 'Content-Type: text/plain\\n\\n%s %s' \"$AUTH_TYPE\" \"$REMOTE_USER\"\n",
     );
-    std::fs::set_permissions(env, std::fs::Permissions::from_mode(0o755)).unwrap();
     let htpasswd = format!(
         "# users\nmd5:{}\nsha256:{}\nsha512:{}\nbcrypt:{}\n{}\napr1-openssl:{}\n",
         tool("openssl", &["passwd", "-1", "pw-md5"]),

@@ -6,7 +6,6 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -25,11 +24,6 @@ const INDEX: &str = "<!DOCTYPE html><title>t</title>hello\n";
 const SMUGGLE: &str = "GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n";
 /// The normal request sent after every probe, in the same write.
 const MARKER_REQ: &str = "GET /marker HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
-
-fn script(root: &TempDir, name: &str, body: &str) {
-    let p = root.write(&format!("cgi-bin/{name}"), format!("#!/bin/sh\n{body}"));
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 /// A root with the marker, the smuggled target and a CGI echo script.
 fn probe_root() -> TempDir {

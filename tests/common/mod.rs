@@ -74,6 +74,19 @@ impl TempDir {
         std::fs::write(&p, content).unwrap();
         p
     }
+
+    /// Writes an executable file (a script with its `#!` line).
+    pub fn write_executable(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = self.write(rel, content);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+}
+
+/// A shell script `cgi-bin/NAME` under `root`.
+pub fn script(root: &TempDir, name: &str, body: &str) {
+    root.write_executable(&format!("cgi-bin/{name}"), format!("#!/bin/sh\n{body}"));
 }
 
 impl Drop for TempDir {
