@@ -26,11 +26,8 @@ pub struct Config {
     pub allowed_hosts: Option<AllowedHosts>,
     pub root: PathBuf,
     pub workers: usize,
-    pub user: Option<String>,
-    pub group: Option<String>,
-    /// Where `user` and `group` were set: they are looked up only at start.
-    pub user_origin: Option<Origin>,
-    pub group_origin: Option<Origin>,
+    pub user: Option<Account>,
+    pub group: Option<Account>,
     pub chroot: bool,
     pub daemon: bool,
     pub pidfile: Option<PathBuf>,
@@ -69,8 +66,6 @@ impl Default for Config {
             workers: 1,
             user: None,
             group: None,
-            user_origin: None,
-            group_origin: None,
             chroot: false,
             daemon: false,
             pidfile: None,
@@ -129,6 +124,14 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A user or group name, with where it was set: names are looked up only
+/// at start, and an unknown one is reported at its line.
+#[derive(Debug, Clone)]
+pub struct Account {
+    pub name: String,
+    pub origin: Origin,
 }
 
 /// Where a setting came from, so an error can point at it.
@@ -277,12 +280,10 @@ fn set(
         "root" => c.root = parse_path(value)?,
         "workers" => c.workers = parse_count(value, 1, 64)?,
         "user" => {
-            c.user = parse_name(value)?;
-            c.user_origin = Some(origin.clone());
+            c.user = Some(parse_account(value, origin)?);
         }
         "group" => {
-            c.group = parse_name(value)?;
-            c.group_origin = Some(origin.clone());
+            c.group = Some(parse_account(value, origin)?);
         }
         "chroot" => c.chroot = parse_bool(value)?,
         "daemon" => c.daemon = parse_bool(value)?,
@@ -387,7 +388,7 @@ fn parse_addr(v: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("`{v}` is not ADDR:PORT (e.g. 0.0.0.0:80 or [::]:80)"))
 }
 
-fn parse_name(v: &str) -> Result<Option<String>, String> {
+fn parse_account(v: &str, origin: &Origin) -> Result<Account, String> {
     if v.is_empty()
         || !v
             .bytes()
@@ -395,7 +396,10 @@ fn parse_name(v: &str) -> Result<Option<String>, String> {
     {
         return Err(format!("`{v}` is not a user or group name"));
     }
-    Ok(Some(v.to_string()))
+    Ok(Account {
+        name: v.to_string(),
+        origin: origin.clone(),
+    })
 }
 
 fn parse_level(v: &str) -> Result<log::LevelFilter, String> {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use crate::config::cli;
 use crate::config::cli::Action;
-use crate::config::{Config, ConfigError, Origin};
+use crate::config::{Account, Config, ConfigError, Origin};
 use crate::logs::logger as logging;
 use crate::process::supervisor;
 use crate::sys;
@@ -105,21 +105,23 @@ fn bind_all(config: &Config) -> Result<Vec<Vec<OwnedFd>>, String> {
     Ok(per_worker)
 }
 
+fn name(account: &Option<Account>) -> Option<&str> {
+    account.as_ref().map(|a| a.name.as_str())
+}
+
 /// Looks the user and group up; an error names where the name was set.
 fn identity(config: &Config) -> Result<Option<sys::Identity>, ConfigError> {
-    sys::resolve_identity(config.user.as_deref(), config.group.as_deref()).map_err(
-        |(name, problem)| {
-            let (key, origin) = match name {
-                sys::Name::User => ("user", &config.user_origin),
-                sys::Name::Group => ("group", &config.group_origin),
-            };
-            ConfigError {
-                origin: origin.clone().unwrap_or(Origin::Flag),
-                key: key.into(),
-                problem,
-            }
-        },
-    )
+    sys::resolve_identity(name(&config.user), name(&config.group)).map_err(|(which, problem)| {
+        let (key, account) = match which {
+            sys::Name::User => ("user", &config.user),
+            sys::Name::Group => ("group", &config.group),
+        };
+        ConfigError {
+            origin: account.as_ref().map_or(Origin::Flag, |a| a.origin.clone()),
+            key: key.into(),
+            problem,
+        }
+    })
 }
 
 fn check_config(config: &Config) -> ExitCode {

@@ -195,7 +195,7 @@ impl Supervisor {
         let old = &self.config;
         if new.listen != old.listen
             || new.workers != old.workers
-            || new.user != old.user
+            || new.user.as_ref().map(|u| &u.name) != old.user.as_ref().map(|u| &u.name)
             || new.chroot != old.chroot
         {
             log::warn!("listen, workers, user and chroot changes take effect at the next restart");
@@ -204,8 +204,6 @@ impl Supervisor {
         new.workers = old.workers;
         new.user.clone_from(&old.user);
         new.group.clone_from(&old.group);
-        new.user_origin.clone_from(&old.user_origin);
-        new.group_origin.clone_from(&old.group_origin);
         new.chroot = old.chroot;
         if old.chroot {
             new.root.clone_from(&old.root);
