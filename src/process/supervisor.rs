@@ -72,6 +72,8 @@ impl Supervisor {
             }
         }
         let mut stop_deadline: Option<Instant> = None;
+        // SIGKILL is sent again while a worker lingers; the warning once.
+        let mut killed = false;
         loop {
             let now = Instant::now();
             let next = self
@@ -114,7 +116,10 @@ impl Supervisor {
                     return 0;
                 }
                 if Instant::now() >= deadline {
-                    log::warn!("workers still running after the grace period; killing them");
+                    if !killed {
+                        log::warn!("workers still running after the grace period; killing them");
+                        killed = true;
+                    }
                     self.signal_all(Signal::SIGKILL);
                     stop_deadline = Some(Instant::now() + KILL_AGAIN);
                 }
