@@ -72,7 +72,9 @@ impl Input {
         deadline: Instant,
     ) -> Result<(), End> {
         loop {
-            left -= self.take_count(left);
+            let buffered = (self.len as u64).min(left);
+            self.consume(buffered as usize);
+            left -= buffered;
             if left == 0 {
                 return Ok(());
             }
@@ -80,12 +82,6 @@ impl Input {
                 return Err(End::Closed);
             }
         }
-    }
-
-    fn take_count(&mut self, n: u64) -> u64 {
-        let n = (self.len as u64).min(n);
-        self.consume(n as usize);
-        n
     }
 
     /// Forgets what is buffered (after an answer that closes).
