@@ -56,9 +56,12 @@ stage_layers() {
 	python3 tests/layers.py --self-test && python3 tests/layers.py
 }
 
-# Unit tests and every integration test against the native debug binary.
+# Unit tests and every integration test against the native debug binary;
+# then the patched polling crate's own tests (README, Patched crates).
 stage_unit() {
-	cargo test --locked
+	cargo test --locked &&
+		CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}/patched cargo test --locked \
+			--manifest-path board/patched/polling/Cargo.toml
 }
 
 stage_ui() {

@@ -2,6 +2,7 @@
 
 use std::io;
 use std::os::unix::io::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 #[cfg(not(target_os = "redox"))]
@@ -34,6 +35,11 @@ pub struct Poller {
     /// Redox does not support timerfd.
     #[cfg(not(target_os = "redox"))]
     timer_fd: Option<OwnedFd>,
+
+    /// The deadline the timerfd is set to while its oneshot interest is
+    /// still armed: a wait for the same deadline needs no system call.
+    #[cfg(not(target_os = "redox"))]
+    timer_armed: Mutex<Option<Instant>>,
 }
 
 impl Poller {
@@ -58,6 +64,8 @@ impl Poller {
             notifier,
             #[cfg(not(target_os = "redox"))]
             timer_fd,
+            #[cfg(not(target_os = "redox"))]
+            timer_armed: Mutex::new(None),
         };
 
         unsafe {
@@ -176,8 +184,15 @@ impl Poller {
 
         let timeout = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
 
+        // A zero timeout is epoll's own; the timer is left as it is.
         #[cfg(not(target_os = "redox"))]
-        if let Some(ref timer_fd) = self.timer_fd {
+        let mut armed = self.timer_armed.lock().unwrap_or_else(|e| e.into_inner());
+        #[cfg(not(target_os = "redox"))]
+        if let Some(timer_fd) = self
+            .timer_fd
+            .as_ref()
+            .filter(|_| timeout != Some(Duration::ZERO) && *armed != deadline)
+        {
             // Configure the timeout using timerfd.
             let new_val = Itimerspec {
                 it_interval: TS_ZERO,
@@ -201,6 +216,7 @@ impl Poller {
                 Event::readable(crate::NOTIFY_KEY),
                 PollMode::Oneshot,
             )?;
+            *armed = deadline;
         }
 
         #[cfg(not(target_os = "redox"))]
@@ -227,6 +243,17 @@ impl Poller {
             res = ?events.list.len(),
             "new events",
         );
+
+        // The notifier and the timer share NOTIFY_KEY, and their oneshot
+        // interest is used up only when one of them was reported: re-arm
+        // both then, and nothing otherwise.
+        if !events.list.iter().any(|ev| ev.data.u64() == crate::NOTIFY_KEY as u64) {
+            return Ok(());
+        }
+        #[cfg(not(target_os = "redox"))]
+        {
+            *armed = None;
+        }
 
         // Clear the notification (if received) and re-register interest in it.
         self.notifier.clear();
