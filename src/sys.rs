@@ -1,5 +1,5 @@
 //! The Unix calls: listening sockets, privileges, daemonising, signals,
-//! sendfile. Everything here goes through `nix`.
+//! sendfile, the deadline ticker. Everything here goes through `nix`.
 
 use std::io;
 use std::net::SocketAddr;
@@ -298,5 +298,42 @@ pub fn raise_fd_limit(connections: usize) {
         if soft64 < want {
             let _ = setrlimit(Resource::RLIMIT_NOFILE, want.min(hard64) as _, hard);
         }
+    }
+}
+
+/// A periodic timer the reactor watches like a socket. A wait on it sets no
+/// reactor timer, so the reactor's own timerfd is not re-armed every turn.
+pub struct Ticker(nix::sys::timerfd::TimerFd);
+
+impl Ticker {
+    pub fn new() -> io::Result<Ticker> {
+        use nix::sys::timerfd::{ClockId, TimerFd, TimerFlags};
+        let flags = TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC;
+        Ok(Ticker(TimerFd::new(ClockId::CLOCK_MONOTONIC, flags)?))
+    }
+
+    /// Fires every `period` from now on; `None` stops it.
+    pub fn set(&self, period: Option<std::time::Duration>) -> io::Result<()> {
+        use nix::sys::time::TimeSpec;
+        use nix::sys::timerfd::{Expiration, TimerSetTimeFlags};
+        match period {
+            Some(p) => self.0.set(
+                Expiration::Interval(TimeSpec::from_duration(p)),
+                TimerSetTimeFlags::empty(),
+            )?,
+            None => self.0.unset()?,
+        }
+        Ok(())
+    }
+
+    /// Takes the expirations so far; `WouldBlock` when there are none.
+    pub fn take(&self) -> io::Result<()> {
+        Ok(nix::unistd::read(&self.0, &mut [0u8; 8]).map(drop)?)
+    }
+}
+
+impl AsFd for Ticker {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
     }
 }

@@ -5,7 +5,9 @@
 //! request. Here a wait only takes a slot in a table; one ticker task, alive
 //! while anything waits, wakes the waits whose deadline has passed. A
 //! deadline fires up to `TICK` late, which is nothing next to timeouts
-//! counted in seconds.
+//! counted in seconds. The ticker is a periodic timerfd watched like a
+//! socket, not a reactor timer: with no reactor timer pending, the reactor's
+//! wait sets no timeout and re-arms nothing.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -13,10 +15,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use async_io::Timer;
+use async_io::{Async, Timer};
 
 use crate::limits::TICK;
 use crate::net::notify::Notify;
+use crate::sys::Ticker;
 
 struct Slot {
     at: Instant,
@@ -44,22 +47,51 @@ impl Deadlines {
 
     /// Wakes expired waits; runs for the worker's lifetime, idle when nothing waits.
     pub async fn tick(&self) {
+        let ticker = match Ticker::new().and_then(Async::new) {
+            Ok(t) => t,
+            Err(e) => {
+                log::warn!("timerfd: {e}; deadlines use the reactor's timer");
+                return self.tick_with_reactor_timer().await;
+            }
+        };
+        loop {
+            while self.waiting.get() == 0 {
+                self.first.notified().await;
+            }
+            if let Err(e) = ticker.get_ref().set(Some(TICK)) {
+                log::warn!("timerfd: {e}; deadlines use the reactor's timer");
+                return self.tick_with_reactor_timer().await;
+            }
+            while self.waiting.get() > 0 {
+                // An error here would be the reactor's own; the next turn retries.
+                let _ = ticker.read_with(|t| t.take()).await;
+                self.wake_due();
+            }
+            let _ = ticker.get_ref().set(None);
+        }
+    }
+
+    async fn tick_with_reactor_timer(&self) {
         loop {
             while self.waiting.get() == 0 {
                 self.first.notified().await;
             }
             Timer::after(TICK).await;
-            let now = Instant::now();
-            let due: Vec<Waker> = self
-                .slots
-                .borrow_mut()
-                .iter_mut()
-                .flatten()
-                .filter(|s| s.at <= now)
-                .filter_map(|s| s.waker.take())
-                .collect();
-            due.into_iter().for_each(Waker::wake);
+            self.wake_due();
         }
+    }
+
+    fn wake_due(&self) {
+        let now = Instant::now();
+        let due: Vec<Waker> = self
+            .slots
+            .borrow_mut()
+            .iter_mut()
+            .flatten()
+            .filter(|s| s.at <= now)
+            .filter_map(|s| s.waker.take())
+            .collect();
+        due.into_iter().for_each(Waker::wake);
     }
 
     fn register(&self, at: Instant, waker: &Waker) -> usize {

@@ -24,7 +24,10 @@ pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, slot: usize, worker
     sys::die_with_parent();
     let worker: &'static Worker = Box::leak(Box::new(Worker::new(config, slot, workers)));
     let ex = Rc::new(LocalExecutor::new());
-    let code = async_io::block_on(ex.run(run_until_stopped(worker, ex.clone(), listeners)));
+    // A task, not `run`'s own future: that one is polled again on every turn
+    // of the executor, and each poll would read the signalfd once more.
+    let main = ex.spawn(run_until_stopped(worker, ex.clone(), listeners));
+    let code = async_io::block_on(ex.run(main));
     std::process::exit(code)
 }
 
