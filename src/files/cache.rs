@@ -1,11 +1,15 @@
-//! A small per-worker cache of opened files, so that a hot file costs one
-//! stat(2) per request instead of open, fstat, two variant probes and a read.
+//! A small per-worker cache of opened files, so that a hot file costs no
+//! system call instead of open, fstat, two variant probes and a read.
 //!
-//! Every hit is checked against the file's current fingerprint (device,
-//! inode, size, mtime and ctime, to the nanosecond), so a changed, replaced,
-//! truncated or re-permissioned file is reopened at once. Only the absence of
-//! a precompressed variant (`X.br`, `X.gz`) is remembered for a second:
-//! a variant added later is found within that second.
+//! While a file's directory is watched (inotify, `files/watch.rs`), a hit is
+//! served as it is until the kernel reports a change of that name, which
+//! drops the entry before the next lookup. Otherwise (no inotify, the watch
+//! limit reached, a file with other hard links or reached through a
+//! symlink, whose changes the directory's watch would not see) every hit is
+//! checked against the file's current fingerprint (device, inode, size,
+//! mtime and ctime, to the nanosecond), so a changed, replaced, truncated or
+//! re-permissioned file is reopened at once, and the absence of a
+//! precompressed variant (`X.br`, `X.gz`) is believed for a second.
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::fs::{File, Metadata};
@@ -15,8 +19,9 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use nix::fcntl::AtFlags;
-use nix::sys::stat::{FileStat, fstatat};
+use nix::sys::stat::{FileStat, SFlag, fstatat};
 
+use crate::files::watch::{self, Change, Watch};
 use crate::http::conditional::Validators;
 use crate::http::header::RuleLines;
 use crate::limits::{ABSENT_FOR, BODY_BUDGET, CACHE_ENTRIES, SMALL_BODY};
@@ -74,6 +79,8 @@ pub struct CachedFile {
     pub plain_fields: OnceCell<Rc<[u8]>>,
     /// When probes last found no precompressed variant of it.
     no_variants: Cell<Option<Instant>>,
+    /// Its directory is watched: a variant created later drops this entry.
+    watched: bool,
 }
 
 impl CachedFile {
@@ -82,7 +89,7 @@ impl CachedFile {
     pub fn known_without_variants(&self) -> bool {
         self.no_variants
             .get()
-            .is_some_and(|at| at.elapsed() < ABSENT_FOR)
+            .is_some_and(|at| self.watched || at.elapsed() < ABSENT_FOR)
     }
 
     pub fn mark_without_variants(&self) {
@@ -90,10 +97,21 @@ impl CachedFile {
     }
 }
 
+/// How an entry is known to be current.
+#[derive(Clone, Copy)]
+enum Check {
+    /// Its directory is watched: current until a change is reported.
+    Watched,
+    /// A file checked against its fingerprint on every hit.
+    Stat(Fingerprint),
+    /// An absence believed for a while from then.
+    Since(Instant),
+}
+
 /// One name the cache knows: a file (which carries its own name) or an absence.
 enum Entry {
-    File(Rc<CachedFile>, Fingerprint),
-    Absent(Box<str>, Instant),
+    File(Rc<CachedFile>, Check),
+    Absent(Box<str>, Check),
 }
 
 impl Entry {
@@ -117,9 +135,19 @@ pub enum Hit {
 pub struct FileCache {
     entries: RefCell<Vec<Entry>>,
     body_bytes: Cell<usize>,
+    /// `None` without inotify: every entry is then checked by stat or age.
+    watch: Option<Watch>,
 }
 
 impl FileCache {
+    /// A cache whose entries under `root` are kept current by inotify where it can.
+    pub fn watching(root: &std::path::Path) -> FileCache {
+        FileCache {
+            watch: Watch::new(root),
+            ..FileCache::default()
+        }
+    }
+
     /// Looks `rel` up, checking a cached file against what is on disk now.
     pub fn get(&self, dir: &OwnedFd, rel: &str) -> Hit {
         let mut entries = self.entries.borrow_mut();
@@ -127,10 +155,14 @@ impl FileCache {
             return Hit::Miss;
         };
         let current = match &entries[i] {
-            Entry::Absent(_, since) if since.elapsed() < ABSENT_FOR => return Hit::Absent,
+            Entry::Absent(_, Check::Watched) => return Hit::Absent,
+            Entry::Absent(_, Check::Since(at)) if at.elapsed() < ABSENT_FOR => return Hit::Absent,
             Entry::Absent(..) => None,
-            Entry::File(cached, fp) => match fstatat(dir, rel, AtFlags::empty()) {
-                Ok(st) if Fingerprint::of_stat(&st) == *fp => Some(cached.clone()),
+            Entry::File(cached, Check::Watched) => Some(cached.clone()),
+            Entry::File(cached, check) => match fstatat(dir, rel, AtFlags::empty()) {
+                Ok(st) if matches!(check, Check::Stat(fp) if Fingerprint::of_stat(&st) == *fp) => {
+                    Some(cached.clone())
+                }
                 _ => None,
             },
         };
@@ -150,9 +182,63 @@ impl FileCache {
         }
     }
 
+    /// Drops what the kernel reports as changed, for the worker's lifetime
+    /// (returns at once without inotify).
+    pub async fn keep_current(&self) {
+        let Some(watch) = &self.watch else {
+            return;
+        };
+        loop {
+            for change in watch.changes().await {
+                self.drop_affected(&change);
+            }
+        }
+    }
+
+    fn drop_affected(&self, change: &Change) {
+        {
+            let mut entries = self.entries.borrow_mut();
+            let (kept, gone): (Vec<Entry>, Vec<Entry>) =
+                entries.drain(..).partition(|e| !affected(e.rel(), change));
+            *entries = kept;
+            drop(entries);
+            gone.iter().for_each(|e| self.forget_body(e));
+        }
+    }
+
+    /// Forgets everything (the root was replaced by another directory).
+    pub fn clear(&self) {
+        let gone = std::mem::take(&mut *self.entries.borrow_mut());
+        gone.iter().for_each(|e| self.forget_body(e));
+        if let Some(w) = &self.watch {
+            w.reset();
+        }
+    }
+
+    /// How `rel` will be kept current: watched when its directory can be
+    /// and a change of the file is seen there (one name, not a symlink).
+    fn check_for(&self, dir: &OwnedFd, rel: &str, file: Option<&Metadata>) -> Option<Check> {
+        let watch = self.watch.as_ref()?;
+        if let Some(meta) = file {
+            use std::os::unix::fs::MetadataExt;
+            let own_name = meta.nlink() == 1
+                && fstatat(dir, rel, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| {
+                    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG
+                });
+            if !own_name {
+                return None;
+            }
+        }
+        watch.watch(watch::dir_of(rel)).then_some(Check::Watched)
+    }
+
     /// Remembers a file just opened (and its bytes, if small and within budget).
-    pub fn put_file(&self, rel: &str, file: File, meta: Metadata) -> Rc<CachedFile> {
-        let fp = Fingerprint::of_meta(&meta);
+    pub fn put_file(&self, dir: &OwnedFd, rel: &str, file: File, meta: Metadata) -> Rc<CachedFile> {
+        // Watched from before its first use: a change after this lookup is
+        // reported, one before it is in what was just opened.
+        let check = self
+            .check_for(dir, rel, Some(&meta))
+            .unwrap_or(Check::Stat(Fingerprint::of_meta(&meta)));
         let len = meta.len();
         let body = (len <= SMALL_BODY && self.body_bytes.get() + len as usize <= BODY_BUDGET)
             .then(|| {
@@ -177,14 +263,19 @@ impl FileCache {
             rules: OnceCell::new(),
             plain_fields: OnceCell::new(),
             no_variants: Cell::new(None),
+            watched: matches!(check, Check::Watched),
         });
-        self.insert(Entry::File(cached.clone(), fp));
+        self.insert(Entry::File(cached.clone(), check));
         cached
     }
 
-    /// Remembers that a variant name does not exist, for a second.
-    pub fn put_absent(&self, rel: &str) {
-        self.insert(Entry::Absent(rel.into(), Instant::now()));
+    /// Remembers that a variant name does not exist (for a second when its
+    /// directory is not watched).
+    pub fn put_absent(&self, dir: &OwnedFd, rel: &str) {
+        let check = self
+            .check_for(dir, rel, None)
+            .unwrap_or(Check::Since(Instant::now()));
+        self.insert(Entry::Absent(rel.into(), check));
     }
 
     fn insert(&self, entry: Entry) {
@@ -209,6 +300,21 @@ impl FileCache {
                 self.body_bytes
                     .set(self.body_bytes.get().saturating_sub(b.len()));
             }
+        }
+    }
+}
+
+/// Whether `change` concerns the entry named `rel`.
+fn affected(rel: &str, change: &Change) -> bool {
+    match change {
+        Change::All => true,
+        Change::Under(dir) => watch::is_under(rel, dir),
+        // A new or removed `X.gz` changes what `X` is served as.
+        Change::Name(name) => {
+            watch::is_under(rel, name)
+                || [".br", ".gz"]
+                    .iter()
+                    .any(|v| name.strip_suffix(v) == Some(rel))
         }
     }
 }

@@ -48,6 +48,9 @@ pub struct Root {
     /// Whether the kernel has openat2 (Linux 5.6+); older kernels get the fallback check.
     has_openat2: std::cell::Cell<bool>,
     cache: FileCache,
+    /// Device and inode of the directory last opened as the root.
+    #[allow(clippy::type_complexity)]
+    identity: std::cell::Cell<Option<(u64, u64)>>,
 }
 
 impl Root {
@@ -57,8 +60,14 @@ impl Root {
             symlinks,
             dir: RefCell::new(None),
             has_openat2: std::cell::Cell::new(true),
-            cache: FileCache::default(),
+            cache: FileCache::watching(path),
+            identity: std::cell::Cell::new(None),
         }
+    }
+
+    /// Keeps the file cache current; a task for the worker's lifetime.
+    pub async fn keep_current(&self) {
+        self.cache.keep_current().await
     }
 
     /// Finds what `path` names under the root, trying the index names for a directory.
@@ -125,7 +134,7 @@ impl Root {
             Ok(Found::File(c)) => Ok(c),
             Ok(Found::Dir | Found::Other) | Err(Status::NotFound) => {
                 if remember_absence {
-                    self.cache.put_absent(rel);
+                    self.cache.put_absent(dir, rel);
                 }
                 Err(Status::NotFound)
             }
@@ -143,7 +152,17 @@ impl Root {
             return;
         }
         *slot = match open_dir(&self.path) {
-            Ok(fd) => Some((fd, Instant::now())),
+            Ok(fd) => {
+                // Another directory now (a remounted partition, a symlink
+                // switched): the cache and its watches describe the old one.
+                let id = nix::sys::stat::fstat(&fd)
+                    .map(|st| (st.st_dev, st.st_ino))
+                    .ok();
+                if self.identity.replace(id) != id {
+                    self.cache.clear();
+                }
+                Some((fd, Instant::now()))
+            }
             Err(e) => {
                 log::warn!("document root {}: {e}", self.path.display());
                 None
@@ -157,7 +176,7 @@ impl Root {
         }
         let (file, meta) = self.open_uncached(dir, rel)?;
         if meta.is_file() {
-            Ok(Found::File(self.cache.put_file(rel, file, meta)))
+            Ok(Found::File(self.cache.put_file(dir, rel, file, meta)))
         } else if meta.is_dir() {
             Ok(Found::Dir)
         } else {

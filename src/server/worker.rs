@@ -49,6 +49,7 @@ async fn run_until_stopped(
         }
     };
     ex.spawn(w.deadlines.tick()).detach();
+    ex.spawn(w.site.root.keep_current()).detach();
     for fd in listeners {
         match Async::new(TcpListener::from(fd)) {
             Ok(l) => ex.spawn(accept_loop(w, ex.clone(), l)).detach(),
