@@ -2,10 +2,10 @@
 """Marmoset benchmark driver (stdlib only).  Normally started by bench/run.sh,
 which installs the tools and builds marmoset first.
 
-Runs nginx, lighttpd, h2o and marmoset one at a time, in ROUNDS alternating
-rounds, with their Debian default configs changed only to listen on
-127.0.0.1:PORT, serve a temp docroot, log no accesses and use CPU-count
-workers.  Tests per server and round:
+Runs nginx, lighttpd, h2o and marmoset (its glibc and its musl build) one at
+a time, in ROUNDS alternating rounds, with the peers' Debian default configs
+changed only to listen on 127.0.0.1:PORT, serve a temp docroot, log no
+accesses and use CPU-count workers.  Tests per server and round:
   (a)  ab -k -c10 -n200000 /index.html  + wrk -t1 -c10 cross-check
   (b)  siege -b -c500 on /linux.jpg     + wrk -t1 -c500 cross-check, RSS peak
   (c)  1000 idle keep-alive connections held, RSS sampled
@@ -15,7 +15,8 @@ with BENCH_SMOKE=1) and prints it.
 
 Environment: ROUNDS (default 2; 1 with BENCH_SMOKE=1), BENCH_SMOKE=1,
 BENCH_AGG=median|best (default median), BENCH_SERVERS (default
-"nginx lighttpd h2o marmoset"), MARMOSET_BIN, MARMOSET_ARGS (extra flags),
+"nginx lighttpd h2o marmoset-glibc marmoset-musl"; "marmoset" = both builds),
+MARMOSET_BIN (one build, reported as "marmoset"), MARMOSET_ARGS (extra flags),
 CARGO_TARGET_DIR, BENCH_RESULTS (report path).
 """
 import datetime
@@ -43,10 +44,19 @@ OUT = os.path.join(HERE, "out")
 SMOKE = os.environ.get("BENCH_SMOKE") == "1"
 ROUNDS = int(os.environ.get("ROUNDS") or (1 if SMOKE else 2))
 AGG = os.environ.get("BENCH_AGG", "median")
-SERVERS = os.environ.get("BENCH_SERVERS", "nginx lighttpd h2o marmoset").split()
 CPUS = len(os.sched_getaffinity(0))
 TARGET_DIR = os.path.abspath(os.path.join(REPO, os.environ.get("CARGO_TARGET_DIR") or "target"))
-MARMOSET_BIN = os.environ.get("MARMOSET_BIN") or os.path.join(TARGET_DIR, "x86_64-unknown-linux-musl", "release", "marmoset")
+# The builds of marmoset that run: the host's glibc one and the static musl one
+# that devices get (bench/run.sh builds both), or just MARMOSET_BIN.
+if os.environ.get("MARMOSET_BIN"):
+    MARMOSET_BUILDS = {"marmoset": os.environ["MARMOSET_BIN"]}
+else:
+    MARMOSET_BUILDS = {
+        "marmoset-glibc": os.path.join(TARGET_DIR, "release", "marmoset"),
+        "marmoset-musl": os.path.join(TARGET_DIR, "x86_64-unknown-linux-musl", "release", "marmoset"),
+    }
+PEER_NAMES = ("nginx", "lighttpd", "h2o")
+SERVERS = os.environ.get("BENCH_SERVERS", " ".join(PEER_NAMES + tuple(MARMOSET_BUILDS))).split()
 PYTHON = sys.executable or "python3"
 
 # test sizes: full run / smoke run
@@ -329,29 +339,54 @@ class H2o(Server):
 
 
 class Marmoset(Server):
-    name, binary = "marmoset", MARMOSET_BIN
     changes = "no config file; `--root DOCROOT --listen 127.0.0.1:PORT --workers N`"
 
+    def __init__(self, tmp, docroot, name, binary):
+        super().__init__(tmp, docroot)
+        self.name, self.binary = name, binary
+
     def available(self):
-        why = os.environ.get("BENCH_MARMOSET_UNAVAILABLE")
+        # run.sh says why a build is missing (a failed build leaves a stale binary
+        # that must not run): for all builds, or for one (BENCH_MARMOSET_MUSL_UNAVAILABLE).
+        one = "BENCH_" + self.name.upper().replace("-", "_") + "_UNAVAILABLE"
+        why = os.environ.get("BENCH_MARMOSET_UNAVAILABLE") or os.environ.get(one)
         if why:
-            self.binary = f"{MARMOSET_BIN}: {why}"
+            self.binary = f"{self.binary}: {why}"
             return False
-        return os.access(MARMOSET_BIN, os.X_OK)
+        return os.access(self.binary, os.X_OK)
 
     def version(self):
         try:
-            return run([MARMOSET_BIN, "--version"], timeout=5).strip().splitlines()[0]
+            return run([self.binary, "--version"], timeout=5).strip().splitlines()[0]
         except Exception as e:  # noqa: BLE001 - report, don't die
             return f"? ({e})"
 
     def argv(self, port, workers):
         extra = shlex.split(os.environ.get("MARMOSET_ARGS", ""))
-        return [MARMOSET_BIN, "--root", self.docroot, "--listen", f"127.0.0.1:{port}",
+        return [self.binary, "--root", self.docroot, "--listen", f"127.0.0.1:{port}",
                 "--workers", str(workers)] + extra
 
 
-SERVER_CLASSES = {c.name: c for c in (Nginx, Lighttpd, H2o, Marmoset)}
+PEER_CLASSES = {c.name: c for c in (Nginx, Lighttpd, H2o)}
+
+
+def is_marmoset(name):
+    return name not in PEER_NAMES
+
+
+def make_servers(names, tmp, docroot):
+    """The Server objects for BENCH_SERVERS' names; "marmoset" means every build."""
+    out = []
+    for name in names:
+        if name == "marmoset" and name not in MARMOSET_BUILDS:
+            out += [Marmoset(tmp, docroot, n, b) for n, b in MARMOSET_BUILDS.items()]
+        elif name in MARMOSET_BUILDS:
+            out.append(Marmoset(tmp, docroot, name, MARMOSET_BUILDS[name]))
+        elif name in PEER_CLASSES:
+            out.append(PEER_CLASSES[name](tmp, docroot))
+        else:
+            note(f"unknown server '{name}' in BENCH_SERVERS; skipped")
+    return out
 
 
 class Running:
@@ -647,35 +682,45 @@ def get(rounds, test, key):
     return out
 
 
+def agg_value(results, name, test, key, higher_better, how="agg"):
+    """One server's figure over the rounds; how: agg (median or best), sum, max, min."""
+    vals = [v for v in get(results.get(name, []), test, key) if v is not None]
+    if not vals:
+        return None
+    if how == "sum":
+        return sum(vals)
+    if how == "max":
+        return max(vals)
+    if how == "min":
+        return min(vals)
+    return aggregate(vals, higher_better)
+
+
+def best_peer(results, names, test, key, higher_better):
+    """(value, name) of the best peer on one figure: the highest rate or the
+    lowest cost; (None, None) with no peer figure."""
+    vals = [(v, n) for n in names if not is_marmoset(n)
+            for v in [agg_value(results, n, test, key, higher_better)] if v is not None]
+    if not vals:
+        return None, None
+    return max(vals) if higher_better else min(vals)
+
+
 def table(results, names, test, cols):
-    """cols: (test_or_None, key, label, higher_better, fmt, with_ratio, how) ; how: agg|sum|max|min"""
+    """cols: (test_or_None, key, label, higher_better, fmt, with_ratio, how) ; how: agg|sum|max|min.
+    A ratio is to the best peer in the same column."""
     lines = ["| server | " + " | ".join(c[2] for c in cols) + " |",
              "|---|" + "---:|" * len(cols)]
-    agg = {}
-    for name in names:
-        for c in cols:
-            t, key, _, hb, _, _, how = c
-            vals = [v for v in get(results.get(name, []), t or test, key) if v is not None]
-            if how == "sum":
-                v = sum(vals) if vals else None
-            elif how == "max":
-                v = max(vals) if vals else None
-            elif how == "min":
-                v = min(vals) if vals else None
-            else:
-                v = aggregate(vals, hb)
-            agg[(name, c[1], c[0] or test)] = v
     for name in names:
         cells = []
-        for c in cols:
-            t, key, _, hb, f, with_ratio, _ = c
-            v = agg[(name, key, t or test)]
+        for t, key, _, hb, f, with_ratio, how in cols:
+            v = agg_value(results, name, t or test, key, hb, how)
             if v is None:
                 cells.append("—")
                 continue
             cell = f(v)
-            base = agg.get(("nginx", key, t or test))
-            if with_ratio and base:
+            base, _ = best_peer(results, names, t or test, key, hb) if with_ratio else (None, None)
+            if base:
                 cell += f" ({v / base:.2f}×)"
             cells.append(cell)
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -762,7 +807,8 @@ def env_info(servers, tmp):
 def report(results, names, env, servers):
     agg_word = ("median over rounds" if AGG != "best"
                 else "best over rounds (highest rate, lowest latency/RSS/CPU)")
-    ratio = " (N×) = this server's value / nginx's value."
+    ratio = (" (N×) = this server's value / the best peer's in the same column: the fastest peer's for "
+             "a rate, the lowest peer's for CPU, latency and memory.")
     L = []
     L.append("# Marmoset benchmark" + (" — SMOKE RUN (2 s tests, small counts; not a result)" if SMOKE else ""))
     L.append("")
@@ -774,6 +820,9 @@ def report(results, names, env, servers):
     L.append(f"- workers: {CPUS} (= CPU count) unless said otherwise; lighttpd is single-process as shipped.")
     L.append("- MiB/s = 2^20 bytes per second; RSS = sum of VmRSS over the server's process tree; "
              "CPU = utime+stime of the server's processes from /proc before/after the test.")
+    L.append("- marmoset-glibc: the host build (`cargo build --release`, x86_64-unknown-linux-gnu); "
+             "marmoset-musl: the static x86_64-unknown-linux-musl build, what devices get. The peers are "
+             "nginx, lighttpd and h2o.")
     L.append("- versions: " + "; ".join(f"{k}: `{v}`" for k, v in env["versions"].items()))
     L.append("")
     L.append("## (a) small file, keep-alive: `ab -k -c 10 -n %d /index.html` (1364 bytes)" % AB_N)
@@ -919,18 +968,13 @@ def main():
             f.write(SIEGERC_TEXT)
 
     servers = []
-    for name in SERVERS:
-        cls = SERVER_CLASSES.get(name)
-        if cls is None:
-            note(f"unknown server '{name}' in BENCH_SERVERS; skipped")
-            continue
-        s = cls(tmp, docroot)
+    for s in make_servers(SERVERS, tmp, docroot):
         if not s.available():
-            note(f"{name} not available ({s.binary}); skipped")
+            note(f"{s.name} not available ({s.binary}); skipped")
             continue
         servers.append(s)
-    if not any(s.name == "nginx" for s in servers):
-        note("nginx is not in the run: no ratios")
+    if all(is_marmoset(s.name) for s in servers):
+        note("no peer is in the run: no ratios")
 
     env = env_info(servers, tmp)
     results = {s.name: [] for s in servers}

@@ -7,7 +7,7 @@
 #
 # Environment: ROUNDS, BENCH_SMOKE, BENCH_AGG=median|best, BENCH_SERVERS,
 # CARGO_TARGET_DIR (default target/), MARMOSET_BIN (skip the builds, the
-# firmware ones for the size table included, and use this binary),
+# firmware ones for the size table included, and run only this binary),
 # MARMOSET_ARGS (extra marmoset flags), BENCH_NO_INSTALL=1.
 # Details of the tests: bench/bench.py.
 set -euo pipefail
@@ -57,14 +57,20 @@ if [ "${#missing[@]}" -gt 0 ] && [ "${BENCH_NO_INSTALL:-}" != 1 ]; then
 fi
 
 # ---- marmoset ----------------------------------------------------------------
+# Two builds run side by side: the host's (glibc) and the static musl one that
+# devices get (no shared libc pages in its RSS, musl's own allocator).
 if [ -z "${MARMOSET_BIN:-}" ]; then
     if command -v cargo >/dev/null; then
-        # The binary devices get: static musl (no shared libc pages in its RSS).
-        say "cargo build --release --target x86_64-unknown-linux-musl (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target})"
+        say "cargo build --release, for the host and for x86_64-unknown-linux-musl (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target})"
         rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl >&2
+        # A build that fails must not leave its stale binary to be benchmarked.
+        if ! (cd "$repo" && cargo build --release --locked >&2); then
+            say "marmoset glibc build FAILED: not benchmarked"
+            export BENCH_MARMOSET_GLIBC_UNAVAILABLE="cargo build --release failed"
+        fi
         if ! (cd "$repo" && cargo build --release --locked --target x86_64-unknown-linux-musl >&2); then
-            say "marmoset build FAILED: benchmarking the peers only"
-            export BENCH_MARMOSET_UNAVAILABLE="cargo build --release failed"  # don't run a stale binary
+            say "marmoset musl build FAILED: not benchmarked"
+            export BENCH_MARMOSET_MUSL_UNAVAILABLE="cargo build --release --target x86_64-unknown-linux-musl failed"
         fi
     else
         say "no cargo: benchmarking the peers only"
