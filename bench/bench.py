@@ -9,7 +9,9 @@ accesses and use CPU-count workers.  Tests per server and round:
   (a)  ab -k -c10 -n200000 /index.html  + wrk -t1 -c10 cross-check
   (b)  siege -b -c500 on /linux.jpg     + wrk -t1 -c500 cross-check, RSS peak
   (c)  1000 idle keep-alive connections held, RSS sampled
-  (a1) (a) again with one worker per server
+  (s)  system calls per request: perf stat on the syscall tracepoints of the
+       server's processes during ab -k -c10 -n100000
+  (a1) (a), (c) and (s) again with one worker per server
 Then writes a markdown report (bench/results.md, or bench/out/results-smoke.md
 with BENCH_SMOKE=1) and prints it.
 
@@ -36,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -62,6 +65,7 @@ PYTHON = sys.executable or "python3"
 # test sizes: full run / smoke run
 AB_N = 20000 if SMOKE else 200000
 DUR = 2 if SMOKE else 10           # seconds for wrk and siege
+PERF_N = 20000 if SMOKE else 100000  # ab requests while perf counts system calls
 SMALL_C = 10
 BIG_C = 500
 # siege 4.0.7 (Debian 12) can deadlock when its timer fires while it is still
@@ -76,6 +80,7 @@ MIB = 1024 * 1024
 CLK = os.sysconf("SC_CLK_TCK")
 
 NOTES = []          # problems seen during the run, printed in the report
+PERF_WHY = None     # why system calls cannot be counted here (set in main), or None
 
 
 def note(msg):
@@ -481,8 +486,8 @@ def cpu_figures(res, requests, cpu):
     return res
 
 
-def ab_cmd(port):
-    return timed(120 if not SMOKE else 30) + ["ab", "-k", "-c", str(SMALL_C), "-n", str(AB_N),
+def ab_cmd(port, n=AB_N):
+    return timed(120 if not SMOKE else 30) + ["ab", "-k", "-c", str(SMALL_C), "-n", str(n),
                                                f"http://127.0.0.1:{port}/index.html"]
 
 
@@ -603,27 +608,129 @@ def test_idle(srv):
             "still_open": still}
 
 
+# ---------------------------------------------------------------- system calls (perf)
+
+SYSCALL_EVENTS = "syscalls:sys_enter_*"
+# The table's columns. Calls that do one job under different names (each
+# server and libc picks its own) are summed in one column; the rest is "other".
+SYSCALL_GROUPS = [
+    ("wait", "epoll_wait/epoll_pwait", ("epoll_wait", "epoll_pwait", "epoll_pwait2")),
+    ("ctl", "epoll_ctl", ("epoll_ctl",)),
+    ("read", "read/recvfrom/pread64", ("read", "readv", "recvfrom", "recvmsg", "recvmmsg",
+                                       "pread64", "preadv", "preadv2")),
+    ("write", "write/sendto/writev/sendfile", ("write", "writev", "sendto", "sendmsg", "sendmmsg",
+                                               "sendfile64", "pwrite64", "pwritev", "pwritev2")),
+    ("stat", "newfstatat/statx/fstat", ("newfstatat", "statx", "newfstat", "newstat", "newlstat")),
+    ("timer", "timerfd_settime", ("timerfd_settime",)),
+    ("mem", "mmap/munmap/brk/madvise", ("mmap", "munmap", "mremap", "brk", "madvise")),
+]
+
+
+def perf_counts(path):
+    """System call name -> count, from `perf stat -x ,` output (count,unit,event,...)."""
+    counts = {}
+    with open(path) as f:
+        for line in f:
+            fields = line.strip().split(",")
+            if len(fields) < 3 or not fields[0].isdigit():
+                continue   # comments, blank lines, "<not counted>"
+            name = fields[2].rsplit("sys_enter_", 1)[-1]
+            counts[name] = counts.get(name, 0) + int(fields[0])
+    return counts
+
+
+def perf_unavailable():
+    """None if perf can count the syscall tracepoints here, else why not.
+    perf finds the tracepoints in tracefs: mounted here if it is not."""
+    if not shutil.which("perf"):
+        return "perf is not installed"
+    if not any(os.path.isdir(d) for d in ("/sys/kernel/tracing/events/syscalls",
+                                          "/sys/kernel/debug/tracing/events/syscalls")):
+        for fs, where in (("tracefs", "/sys/kernel/tracing"), ("debugfs", "/sys/kernel/debug")):
+            subprocess.run(["mount", "-t", fs, fs, where], capture_output=True)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "perf.csv")
+        out = run(timed(30) + ["perf", "stat", "-x", ",", "-o", path, "-e", SYSCALL_EVENTS, "--", "true"])
+        if os.path.exists(path):
+            if perf_counts(path):
+                return None
+            with open(path) as f:
+                out += f.read()
+    said = " ".join(out.split())[-300:]
+    return f"`perf stat -e '{SYSCALL_EVENTS}'` counted nothing (no syscall tracepoints?): {said}"
+
+
+def thread_count(pids):
+    n = 0
+    for pid in pids:
+        try:
+            n += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            pass
+    return n
+
+
+def test_syscalls(srv):
+    """The server's system calls per request during ab -k: perf attached to every
+    process of the server (-p counts all their threads), for as long as ab runs."""
+    pids = tree_pids(srv.pid)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "perf.csv")
+        argv = ["perf", "stat", "-x", ",", "-o", path, "-e", SYSCALL_EVENTS,
+                "-p", ",".join(map(str, pids)), "--"] + ab_cmd(srv.port, PERF_N)
+        out = run(argv)
+        counts = perf_counts(path) if os.path.exists(path) else {}
+    complete = num(r"^Complete requests:\s+(\d+)", out, int)
+    if not complete:
+        return {"error": "ab under perf gave no result: " + out.strip()[-300:]}
+    if not counts:
+        return {"error": "perf counted no system calls: " + out.strip()[-300:]}
+    per_req = {name: c / complete for name, c in counts.items() if c}
+    res = {"requests": complete, "processes": len(pids), "threads": thread_count(pids),
+           "total": sum(per_req.values()), "calls": per_req}
+    grouped = 0.0
+    for key, _, calls in SYSCALL_GROUPS:
+        res[key] = sum(per_req.get(c, 0.0) for c in calls)
+        grouped += res[key]
+    res["other"] = res["total"] - grouped
+    return res
+
+
 # ---------------------------------------------------------------- one round
 
 def step(r, key, fn, *args, **kw):
+    """One test into r[key]. A test that raises is recorded as an error (and so
+    fails the run at the end) without losing the tests after it."""
     t0 = time.monotonic()
-    r[key] = res = fn(*args, **kw)
+    try:
+        res = fn(*args, **kw)
+    except Exception as e:  # noqa: BLE001 - recorded, reported, fails the run
+        log(traceback.format_exc())
+        res = {"error": f"{type(e).__name__}: {e}"}
+    r[key] = res
     summary = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                        for k, v in res.items() if k in ("rps", "failed", "held_ok", "still_open", "error"))
+                        for k, v in res.items()
+                        if k in ("rps", "failed", "held_ok", "still_open", "total", "per_req", "error"))
     log(f"  {key}: {summary} ({time.monotonic() - t0:.1f} s)")
 
 
-def bench_server(server, round_no):
-    r = {}
-    log(f"round {round_no}: {server.name} with {CPUS} workers")
+def idle_memory(r, srv, suffix):
+    """RSS and PSS of the server at rest, after start and the two probes."""
+    time.sleep(1)
+    r["idle_rss_kib" + suffix] = tree_rss_kib(srv.pid)
+    r["idle_pss_kib" + suffix] = tree_pss_kib(srv.pid)
+
+
+def default_workers_pass(server, r):
+    log(f"{server.name} with {CPUS} workers")
     srv = Running(server, CPUS)
     try:
         r["jpg_header_bytes"] = srv.jpg_header
-        time.sleep(1)
-        r["idle_rss_kib"] = tree_rss_kib(srv.pid)
-        r["idle_pss_kib"] = tree_pss_kib(srv.pid)
+        idle_memory(r, srv, "")
         step(r, "ab", test_ab, srv)
         step(r, "wrk10", test_wrk, srv, SMALL_C, "/index.html")
+        if PERF_WHY is None:
+            step(r, "sys", test_syscalls, srv)
         step(r, "siege", test_siege, srv, server.tmp)
         time.sleep(1)
         step(r, "wrk500", test_wrk, srv, BIG_C, "/linux.jpg", sample=True)
@@ -634,14 +741,32 @@ def bench_server(server, round_no):
         r["cmd"] = srv.argv
     finally:
         srv.stop()
-    log(f"round {round_no}: {server.name} with 1 worker")
+
+
+def one_worker_pass(server, r):
+    """The small-file tests, memory and system calls with every server on one
+    worker (lighttpd has one anyway): the per-worker cost, without the
+    scheduling of several workers on the 2 cores the load tools share."""
+    log(f"{server.name} with 1 worker")
     srv = Running(server, 1)
     try:
+        idle_memory(r, srv, "1")
         step(r, "ab1", test_ab, srv)
         step(r, "wrk10_1", test_wrk, srv, SMALL_C, "/index.html")
+        if PERF_WHY is None:
+            step(r, "sys1", test_syscalls, srv)
+        time.sleep(1)
+        step(r, "idle1", test_idle, srv)
         r["cmd1"] = srv.argv
     finally:
         srv.stop()
+
+
+def bench_server(server, round_no):
+    r = {}
+    log(f"round {round_no}:")
+    default_workers_pass(server, r)
+    one_worker_pass(server, r)
     return r
 
 
@@ -804,6 +929,27 @@ def env_info(servers, tmp):
     }
 
 
+def median_calls(results, name, test):
+    """System call -> calls per request, the median over rounds (0 where a round made none)."""
+    rounds = [c for c in get(results.get(name, []), test, "calls") if c]
+    calls = {c for r in rounds for c in r}
+    return {c: statistics.median(r.get(c, 0.0) for r in rounds) for c in calls}
+
+
+def syscall_section(results, names, test):
+    cols = [(None, "total", "total", False, fmt_2, True, "agg")]
+    cols += [(None, key, label, False, fmt_2, False, "agg") for key, label, _ in SYSCALL_GROUPS]
+    cols += [(None, "other", "other", False, fmt_2, False, "agg"),
+             (None, "processes", "processes", False, fmt_int, False, "max")]
+    L = [table(results, names, test, cols), "", "The largest calls per request:", ""]
+    for name in names:
+        calls = sorted(median_calls(results, name, test).items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"`{c}` {v:.3g}" for c, v in calls[:8] if v >= 0.001)
+        threads = agg_value(results, name, test, "threads", False, "max")
+        L.append(f"- {name}" + (f" (threads: {threads})" if threads else "") + f": {shown or '—'}")
+    return L
+
+
 def report(results, names, env, servers):
     agg_word = ("median over rounds" if AGG != "best"
                 else "best over rounds (highest rate, lowest latency/RSS/CPU)")
@@ -911,6 +1057,37 @@ def report(results, names, env, servers):
         ("wrk10_1", "failed", "wrk errors", False, fmt_int, False, "sum"),
     ]))
     L.append("")
+    L.append(f"Memory with one worker (RSS and PSS of all the server's processes, MiB), measured as above:")
+    L.append("")
+    L.append(table(results, names, None, [
+        (".", "idle_rss_kib1", "idle", False, fmt_mib, True, "agg"),
+        ("idle1", "held_rss_kib", f"{IDLE_N} conns held", False, fmt_mib, True, "agg"),
+        (".", "idle_pss_kib1", "PSS idle", False, fmt_mib, True, "agg"),
+        ("idle1", "held_pss_kib", f"PSS {IDLE_N} conns held", False, fmt_mib, True, "agg"),
+        ("idle1", "held_ok", "conns served (min)", True, fmt_int, False, "min"),
+        ("idle1", "still_open", "still open (min)", True, fmt_int, False, "min"),
+    ]))
+    L.append("")
+    L.append(f"## System calls per request: `perf stat -e '{SYSCALL_EVENTS}'` during `ab -k -c {SMALL_C} "
+             f"-n {PERF_N} /index.html`")
+    L.append("")
+    if PERF_WHY:
+        L.append(f"Not measured: {PERF_WHY}.")
+    else:
+        L.append("perf counts the entries into each system call of every process of the server (all "
+                 "their threads: `-p` with the pids of the process tree, the master, supervisor or "
+                 "workers too) while ab runs; each count is divided by the requests ab completed. "
+                 "A column sums the calls named in it; \"other\" is the rest. Ratios are to the "
+                 "lowest peer.")
+        L.append("")
+        L.append("With one worker each (nginx worker_processes 1, h2o num-threads 1, marmoset --workers 1):")
+        L.append("")
+        L.extend(syscall_section(results, names, "sys1"))
+        L.append("")
+        L.append(f"With {CPUS} workers (the tables above):")
+        L.append("")
+        L.extend(syscall_section(results, names, "sys"))
+    L.append("")
     L.append("## Binary size (marmoset, release, stripped)")
     L.append("")
     L.append("The firmware build of each target (`board/release.sh`, run by `bench/run.sh` before the tests), "
@@ -929,6 +1106,7 @@ def report(results, names, env, servers):
     L.append("ulimit -n %d; SIEGERC=TMP/siegerc HOME=TMP " % env["fd_limit"] + " ".join(siege_cmd("PORT")))
     L.append(" ".join(wrk_cmd("PORT", BIG_C, "/linux.jpg")))
     L.append(f"python3 bench/idle_conns.py PORT {IDLE_N} {IDLE_HOLD:g} /index.html {IDLE_DEADLINE}")
+    L.append(f"perf stat -x , -o FILE -e '{SYSCALL_EVENTS}' -p PIDS -- " + " ".join(ab_cmd("PORT", PERF_N)))
     L.append("```")
     L.append("")
     L.append("siegerc:")
@@ -975,6 +1153,11 @@ def main():
         servers.append(s)
     if all(is_marmoset(s.name) for s in servers):
         note("no peer is in the run: no ratios")
+
+    global PERF_WHY
+    PERF_WHY = perf_unavailable()
+    if PERF_WHY:
+        note(f"system calls not counted: {PERF_WHY}")
 
     env = env_info(servers, tmp)
     results = {s.name: [] for s in servers}

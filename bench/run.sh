@@ -27,6 +27,8 @@ missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
 done
+# perf counts the servers' system calls; any perf will do, Debian's only if none.
+command -v perf >/dev/null || missing+=(linux-perf)
 if [ "${#missing[@]}" -gt 0 ] && [ "${BENCH_NO_INSTALL:-}" != 1 ]; then
     say "installing: ${missing[*]}"
     # Keep the packages' postinst from starting their daemons (Debian's policy-rc.d
