@@ -12,6 +12,7 @@ accesses and use CPU-count workers.  Tests per server and round:
   (s)  system calls per request: perf stat on the syscall tracepoints of the
        server's processes during ab -k -c10 -n100000
   (a1) (a), (c) and (s) again with one worker per server
+Once per marmoset build: user-space instructions per request under callgrind.
 Then writes a markdown report (bench/results.md, or bench/out/results-smoke.md
 with BENCH_SMOKE=1) and prints it.
 
@@ -66,6 +67,9 @@ PYTHON = sys.executable or "python3"
 AB_N = 20000 if SMOKE else 200000
 DUR = 2 if SMOKE else 10           # seconds for wrk and siege
 PERF_N = 20000 if SMOKE else 100000  # ab requests while perf counts system calls
+# callgrind: two runs of ab against the same server build, N1 and N2 requests;
+# instructions per request = the difference of their counts / (N2 - N1).
+CG_N = (200, 2000) if SMOKE else (2000, 20000)
 SMALL_C = 10
 BIG_C = 500
 # siege 4.0.7 (Debian 12) can deadlock when its timer fires while it is still
@@ -80,7 +84,8 @@ MIB = 1024 * 1024
 CLK = os.sysconf("SC_CLK_TCK")
 
 NOTES = []          # problems seen during the run, printed in the report
-PERF_WHY = None     # why system calls cannot be counted here (set in main), or None
+PERF_WHY = None       # why system calls cannot be counted here (set in main), or None
+CALLGRIND_WHY = None  # the same for instructions
 
 
 def note(msg):
@@ -117,6 +122,16 @@ def tree_pids(root):
         out.append(pid)
         todo.extend(kids.get(pid, []))
     return out
+
+
+def alive(pid):
+    """Running, not a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
 
 
 def tree_mem_kib(root, file, field):
@@ -397,15 +412,16 @@ def make_servers(names, tmp, docroot):
 class Running:
     """One started server process (foreground), stopped by its own pid/group."""
 
-    def __init__(self, server, workers):
+    def __init__(self, server, workers, wrap=(), tag="", start_s=20):
+        """wrap: a command the server runs under (valgrind); tag: for its log's name."""
         self.server, self.workers = server, workers
         self.port = free_port()
         self.argv = server.argv(self.port, workers)
-        self.logpath = os.path.join(server.tmp, f"{server.name}-w{workers}.out")
+        self.logpath = os.path.join(server.tmp, f"{server.name}-w{workers}{tag}.out")
         self.logf = open(self.logpath, "ab")
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.logf,
+        self.proc = subprocess.Popen(list(wrap) + self.argv, stdin=subprocess.DEVNULL, stdout=self.logf,
                                      stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + start_s
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{server.name} exited with {self.proc.returncode}: {self.log_tail()}")
@@ -418,7 +434,7 @@ class Running:
                 pass
             if time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"{server.name} did not answer within 20 s: {self.log_tail()}")
+                raise RuntimeError(f"{server.name} did not answer within {start_s} s: {self.log_tail()}")
             time.sleep(0.1)
         st, self.jpg_header, blen = http_get(self.port, "/linux.jpg")
         if st != 200 or blen != JPEG_SIZE:
@@ -434,14 +450,20 @@ class Running:
         with open(self.logpath, "rb") as f:
             return f.read()[-400:].decode(errors="replace").strip()
 
-    def stop(self):
+    def stop(self, grace=10):
+        """SIGTERM, then SIGKILL to whatever of the tree is left after grace seconds.
+        All of it gets the grace, not just the first process: a worker under
+        callgrind writes its counts as it exits, after its supervisor may have."""
         if self.proc.poll() is None:
             pids = tree_pids(self.proc.pid)
             self.proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + grace
             try:
-                self.proc.wait(10)
+                self.proc.wait(grace)
             except subprocess.TimeoutExpired:
-                note(f"{self.server.name} ignored SIGTERM for 10 s; killed")
+                note(f"{self.server.name} ignored SIGTERM for {grace} s; killed")
+            while any(alive(p) for p in pids[1:]) and time.monotonic() < deadline:
+                time.sleep(0.05)
             for pid in pids:   # leftovers of this server only, by pid
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -696,6 +718,53 @@ def test_syscalls(srv):
     return res
 
 
+# ---------------------------------------------------------------- instructions (callgrind)
+
+# marmoset forks its worker, which valgrind follows without being asked;
+# --trace-children keeps a worker under callgrind should it be exec'd instead.
+CALLGRIND = ["valgrind", "--tool=callgrind", "--trace-children=yes"]
+
+
+def callgrind_counts(outdir):
+    """pid -> instructions executed (Ir), from each process's callgrind.out.PID."""
+    counts = {}
+    for f in os.listdir(outdir):
+        with open(os.path.join(outdir, f)) as fh:
+            total = num(r"^(?:totals|summary):\s+(\d+)", fh.read(), int)
+        if total is not None:   # no totals line: the process died before writing it
+            counts[f.rsplit(".", 1)[-1]] = total
+    return counts
+
+
+def callgrind_run(server, n, outdir):
+    """Start marmoset (one worker) under callgrind, send it n keep-alive requests,
+    stop it. Returns (requests completed, the worker's instructions, processes).
+    The worker is the process that ran the most instructions: a supervisor, if
+    there is one, only waits."""
+    os.makedirs(outdir)
+    wrap = CALLGRIND + [f"--callgrind-out-file={outdir}/callgrind.out.%p"]
+    srv = Running(server, 1, wrap=wrap, tag=f"-callgrind-{n}", start_s=60)
+    try:
+        out = run(timed(600) + ["ab", "-k", "-c", str(SMALL_C), "-n", str(n),
+                                f"http://127.0.0.1:{srv.port}/index.html"])
+    finally:
+        srv.stop(grace=60)   # callgrind writes its counts while the processes exit
+    complete = num(r"^Complete requests:\s+(\d+)", out, int)
+    counts = callgrind_counts(outdir)
+    if not complete or not counts:
+        raise RuntimeError(f"callgrind run of {n} requests: ab completed {complete}, "
+                           f"{len(counts)} callgrind files; ab said: {out.strip()[-200:]}")
+    return complete, max(counts.values()), len(counts)
+
+
+def test_callgrind(server):
+    """User-space instructions per request: the slope between two runs of N1 and N2
+    requests, so that start, the probes and stop (the same in both) cancel out."""
+    d = os.path.join(server.tmp, f"callgrind-{server.name}")
+    (n1, ir1, procs), (n2, ir2, _) = [callgrind_run(server, n, os.path.join(d, str(n))) for n in CG_N]
+    return {"n": [n1, n2], "ir": [ir1, ir2], "processes": procs, "per_req": (ir2 - ir1) / (n2 - n1)}
+
+
 # ---------------------------------------------------------------- one round
 
 def step(r, key, fn, *args, **kw):
@@ -771,6 +840,9 @@ def bench_server(server, round_no):
 
 
 # ---------------------------------------------------------------- report
+
+# Instructions per request that callgrind measured before the reactor changes.
+INSTRUCTIONS_BEFORE = 11753
 
 # (key, label, higher_is_better, format)
 def fmt_int(v):
@@ -950,7 +1022,24 @@ def syscall_section(results, names, test):
     return L
 
 
-def report(results, names, env, servers):
+def callgrind_section(cg, names):
+    builds = [n for n in names if is_marmoset(n)]
+    L = ["| build | requests | the worker's instructions | instructions / request | processes |",
+         "|---|---:|---:|---:|---:|"]
+    errs = []
+    for name in builds:
+        c = cg.get(name)
+        if not c or "error" in c:
+            L.append(f"| {name} | — | — | — | — |")
+            if c:
+                errs.append(f"- {name}: {c['error']}")
+            continue
+        L.append(f"| {name} | {c['n'][0]:,} / {c['n'][1]:,} | {c['ir'][0]:,} / {c['ir'][1]:,} "
+                 f"| {c['per_req']:,.0f} | {c['processes']} |")
+    return L + ([""] + errs if errs else [])
+
+
+def report(results, names, env, servers, cg):
     agg_word = ("median over rounds" if AGG != "best"
                 else "best over rounds (highest rate, lowest latency/RSS/CPU)")
     ratio = (" (N×) = this server's value / the best peer's in the same column: the fastest peer's for "
@@ -1088,6 +1177,20 @@ def report(results, names, env, servers):
         L.append("")
         L.extend(syscall_section(results, names, "sys"))
     L.append("")
+    L.append("## User-space instructions per request (callgrind)")
+    L.append("")
+    L.append(f"Each marmoset build with `--workers 1` under `{' '.join(CALLGRIND)}`, once with "
+             f"`ab -k -c {SMALL_C} -n {CG_N[0]}` and once with `-n {CG_N[1]}` on /index.html; "
+             "instructions per request = (the worker's instructions in the second run - in the first) / "
+             "(the requests of the second - of the first), so start, the two probe requests and stop "
+             "cancel out. The worker is the process with the most instructions (a supervisor only "
+             f"waits). Before the reactor changes this was {INSTRUCTIONS_BEFORE:,}.")
+    L.append("")
+    if CALLGRIND_WHY:
+        L.append(f"Not measured: {CALLGRIND_WHY}.")
+    else:
+        L.extend(callgrind_section(cg, names))
+    L.append("")
     L.append("## Binary size (marmoset, release, stripped)")
     L.append("")
     L.append("The firmware build of each target (`board/release.sh`, run by `bench/run.sh` before the tests), "
@@ -1107,6 +1210,8 @@ def report(results, names, env, servers):
     L.append(" ".join(wrk_cmd("PORT", BIG_C, "/linux.jpg")))
     L.append(f"python3 bench/idle_conns.py PORT {IDLE_N} {IDLE_HOLD:g} /index.html {IDLE_DEADLINE}")
     L.append(f"perf stat -x , -o FILE -e '{SYSCALL_EVENTS}' -p PIDS -- " + " ".join(ab_cmd("PORT", PERF_N)))
+    L.append(" ".join(CALLGRIND) + " --callgrind-out-file=TMP/callgrind.out.%p MARMOSET --root DOCROOT "
+             "--listen 127.0.0.1:PORT --workers 1")
     L.append("```")
     L.append("")
     L.append("siegerc:")
@@ -1154,13 +1259,17 @@ def main():
     if all(is_marmoset(s.name) for s in servers):
         note("no peer is in the run: no ratios")
 
-    global PERF_WHY
+    global PERF_WHY, CALLGRIND_WHY
     PERF_WHY = perf_unavailable()
     if PERF_WHY:
         note(f"system calls not counted: {PERF_WHY}")
+    CALLGRIND_WHY = None if shutil.which("valgrind") else "valgrind is not installed"
+    if CALLGRIND_WHY:
+        note(f"instructions not counted: {CALLGRIND_WHY}")
 
     env = env_info(servers, tmp)
     results = {s.name: [] for s in servers}
+    cg = {}   # marmoset build -> callgrind figures
     broken = set()
 
     def on_term(signum, frame):
@@ -1178,6 +1287,11 @@ def main():
                 except RuntimeError as e:
                     note(f"round {rnd}: {s.name}: {e}")
                     broken.add(s.name)
+        # Once, not per round: the instruction count does not depend on the machine's load.
+        for s in servers:
+            if is_marmoset(s.name) and s.name not in broken and not CALLGRIND_WHY:
+                log(f"callgrind: {s.name}")
+                step(cg, s.name, test_callgrind, s)
     finally:
         keep = os.path.join(OUT, "last-run")   # configs and server logs, for a look afterwards
         shutil.rmtree(keep, ignore_errors=True)
@@ -1185,13 +1299,13 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
 
     names = [s.name for s in servers]
-    text = report(results, names, env, servers)
+    text = report(results, names, env, servers, cg)
     path = os.environ.get("BENCH_RESULTS") or (os.path.join(OUT, "results-smoke.md") if SMOKE
                                                 else os.path.join(HERE, "results.md"))
     with open(path, "w") as f:
         f.write(text)
     with open(os.path.join(OUT, "raw-smoke.json" if SMOKE else "raw.json"), "w") as f:
-        json.dump({"env": env, "results": results, "notes": NOTES}, f, indent=1)
+        json.dump({"env": env, "results": results, "callgrind": cg, "notes": NOTES}, f, indent=1)
     print(text)
     log(f"report written to {path}")
     # Non-zero exit when the harness itself broke (a server did not start, a tool
@@ -1203,6 +1317,7 @@ def main():
     errors = [f"{name} round {i}: {k}: {t['error']}" for name, rs in results.items()
               for i, r in enumerate(rs, 1) for k, t in r.items()
               if isinstance(t, dict) and "error" in t and not (k == "siege" and t["error"] == siege_hang)]
+    errors += [f"{name}: callgrind: {c['error']}" for name, c in cg.items() if "error" in c]
     if any(siege_hang in n for n in NOTES):
         log("note: siege hung (a known siege 4.0.7 bug); its rows show no result")
     if broken or errors:

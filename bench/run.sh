@@ -22,7 +22,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 # ---- packages --------------------------------------------------------------
-pkgs=(nginx lighttpd h2o apache2-utils siege wrk procps python3 python3-pil file coreutils)
+pkgs=(nginx lighttpd h2o apache2-utils siege wrk procps python3 python3-pil file coreutils valgrind)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
