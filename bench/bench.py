@@ -841,8 +841,14 @@ def bench_server(server, round_no):
 
 # ---------------------------------------------------------------- report
 
-# Instructions per request that callgrind measured before the reactor changes.
+# Goals of the targets section: system calls per request on one worker, the
+# instructions per request callgrind measured before the reactor changes, the
+# whole server's RSS idle and holding IDLE_N connections.
+SYSCALLS_MAX = 3.4
 INSTRUCTIONS_BEFORE = 11753
+IDLE_RSS_MAX_KIB = 1024
+HELD_RSS_MAX_KIB = 4096
+
 
 # (key, label, higher_is_better, format)
 def fmt_int(v):
@@ -1001,6 +1007,92 @@ def env_info(servers, tmp):
     }
 
 
+def ratio_cell(results, names, name, test, key, higher_better):
+    """(ratio to the best peer, "1.23× lighttpd"), or (None, why not)."""
+    v = agg_value(results, name, test, key, higher_better)
+    base, peer = best_peer(results, names, test, key, higher_better)
+    if v is None or not base:
+        return None, "no figure" if v is None else "no peer figure"
+    return v / base, f"{v / base:.2f}× {peer}"
+
+
+def verdict(met, shown):
+    if met is None:
+        return f"— ({shown})"
+    return f"{shown}: **met**" if met else f"{shown}: not met"
+
+
+def targets(results, names, cg):
+    """The speed and memory goals, each as a function of a marmoset build's name
+    that returns (met or None without a figure, the measured value as shown)."""
+    def vs_best_peer(test, key, limit, higher_better=True):
+        """At least limit × the fastest peer's rate, or at most limit × the lowest cost."""
+        def check(name):
+            r, shown = ratio_cell(results, names, name, test, key, higher_better)
+            if r is None:
+                return None, shown
+            return (r >= limit if higher_better else r <= limit), shown
+        return check
+
+    def ahead(test):
+        def check(name):
+            r, shown = ratio_cell(results, names, name, test, "rps", True)
+            return (None if r is None else r > 1.0), shown
+        return check
+
+    def siege(name):
+        failed = agg_value(results, name, "siege", "failed", False, "sum")
+        r, shown = ratio_cell(results, names, name, "siege", "rps", True)
+        if failed is None or r is None:
+            return None, shown
+        return failed == 0 and r >= 1.0, f"{failed:,} failed, {shown}"
+
+    def at_most(test, key, limit, fmt):
+        def check(name):
+            v = agg_value(results, name, test, key, False)
+            return (None, "no figure") if v is None else (v <= limit, fmt(v))
+        return check
+
+    def instructions(name):
+        v = cg.get(name, {}).get("per_req")
+        return (None, "no figure") if v is None else (v < INSTRUCTIONS_BEFORE, f"{v:,.0f}")
+
+    def both_builds(name):
+        ran = all(results.get(n) for n in ("marmoset-glibc", "marmoset-musl"))
+        return ran, "both builds ran" if ran else "not both builds in the run"
+
+    return [
+        ("Small file, keep-alive: `ab -k -c10` at least 1.15× the fastest peer", vs_best_peer("ab", "rps", 1.15)),
+        ("Small file, keep-alive: `wrk -t1 -c10` at least 1.15× the fastest peer", vs_best_peer("wrk10", "rps", 1.15)),
+        ("Small file: server CPU per request (`ab`) at most 0.85× the lowest peer's",
+         vs_best_peer("ab", "cpu_per_100k", 0.85, False)),
+        ("Small file: server CPU per request (`wrk -c10`) at most 0.85× the lowest peer's",
+         vs_best_peer("wrk10", "cpu_per_100k", 0.85, False)),
+        ("Every server on one worker: `ab -k -c10` ahead of all", ahead("ab1")),
+        ("Every server on one worker: `wrk -t1 -c10` ahead of all", ahead("wrk10_1")),
+        (f"200 KiB at {BIG_C} clients: `wrk` at least 1.05× the fastest peer", vs_best_peer("wrk500", "rps", 1.05)),
+        (f"200 KiB: siege (-c{SIEGE_C}) with zero failures and at least the peers' rate", siege),
+        (f"At most {SYSCALLS_MAX} system calls per keep-alive small-file request (one worker, perf)",
+         at_most("sys1", "total", SYSCALLS_MAX, fmt_2)),
+        (f"Fewer user-space instructions per request than {INSTRUCTIONS_BEFORE:,} (callgrind)", instructions),
+        ("Idle RSS at most 1 MiB for the whole server (one worker)",
+         at_most(".", "idle_rss_kib1", IDLE_RSS_MAX_KIB, lambda v: fmt_mib(v) + " MiB")),
+        (f"RSS with {IDLE_N} idle connections at most 4 MiB (one worker)",
+         at_most("idle1", "held_rss_kib", HELD_RSS_MAX_KIB, lambda v: fmt_mib(v) + " MiB")),
+        ("The musl build (what ships) runs beside the glibc build", both_builds),
+    ]
+
+
+def targets_section(results, names, cg):
+    builds = [n for n in names if is_marmoset(n)]
+    if not builds:
+        return ["No marmoset build ran: no targets to check."]
+    L = ["| target | " + " | ".join(builds) + " |", "|---|" + "---|" * len(builds)]
+    for text, check in targets(results, names, cg):
+        L.append(f"| {text} | " + " | ".join(verdict(*check(b)) for b in builds) + " |")
+    return L
+
+
 def median_calls(results, name, test):
     """System call -> calls per request, the median over rounds (0 where a round made none)."""
     rounds = [c for c in get(results.get(name, []), test, "calls") if c]
@@ -1059,6 +1151,13 @@ def report(results, names, env, servers, cg):
              "marmoset-musl: the static x86_64-unknown-linux-musl build, what devices get. The peers are "
              "nginx, lighttpd and h2o.")
     L.append("- versions: " + "; ".join(f"{k}: `{v}`" for k, v in env["versions"].items()))
+    L.append("")
+    L.append("## Targets")
+    L.append("")
+    L.append("Each goal with this run's figure; a ratio is to the best peer in this run (the fastest, or the "
+             "lowest CPU), named after it." + (" A smoke run's figures are not results." if SMOKE else ""))
+    L.append("")
+    L.extend(targets_section(results, names, cg))
     L.append("")
     L.append("## (a) small file, keep-alive: `ab -k -c 10 -n %d /index.html` (1364 bytes)" % AB_N)
     L.append("")

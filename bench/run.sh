@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Marmoset benchmark: marmoset vs nginx, lighttpd and h2o (Debian defaults),
-# all on 127.0.0.1, one server at a time.  Run as root from a clone:
+# Marmoset benchmark: marmoset (its glibc and its musl build) vs nginx,
+# lighttpd and h2o (Debian defaults), all on 127.0.0.1, one server at a time:
+# rates, CPU and memory, system calls per request (perf) and marmoset's
+# instructions per request (callgrind).  Run as root from a clone:
 #
 #   bench/run.sh                  full run (ROUNDS=2), writes bench/results.md
 #   BENCH_SMOKE=1 bench/run.sh    2-second tests, writes bench/out/results-smoke.md
