@@ -843,7 +843,7 @@ def one_worker_pass(server, r):
 
 def bench_server(server, round_no):
     r = {}
-    log(f"round {round_no}:")
+    log(f"round {round_no}: {server.name}")
     default_workers_pass(server, r)
     one_worker_pass(server, r)
     return r
@@ -1290,7 +1290,7 @@ def report(results, names, env, servers, cg):
     L.append("## User-space instructions per request (callgrind)")
     L.append("")
     L.append(f"Each marmoset build with `--workers 1` under `{' '.join(CALLGRIND)}`, started once "
-             f"without load and {CG_REPEAT} time{'s' if CG_REPEAT > 1 else ''} for `ab -k -c {SMALL_C} "
+             f"without load and {'once' if CG_REPEAT == 1 else f'{CG_REPEAT} times'} for `ab -k -c {SMALL_C} "
              f"-n {CG_N}` on /index.html; a start's instructions per request = (the worker's instructions "
              "with the requests - without) / the requests, so start, the two probe requests and stop "
              "cancel out. The figure is the median start's. With a supervisor, the worker is the "
