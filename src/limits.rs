@@ -71,6 +71,10 @@ pub const OUT_BUF: usize = 16 * 1024;
 /// Buffers of each kind the pool keeps for reuse beyond those in use; the rest are freed.
 pub const POOL_KEEP: usize = 16;
 
+/// Blocks kept for the next request's future (`server/frames.rs`), about
+/// 5.5 KiB each: enough for a burst of keep-alive clients, little when idle.
+pub const FRAMES_KEEP: usize = 8;
+
 /// How late a deadline may fire.
 pub const TICK: Duration = Duration::from_millis(250);
 

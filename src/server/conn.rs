@@ -120,9 +120,10 @@ impl Conn {
                     return;
                 }
             }
-            // One request's work is boxed: an idle connection's task then holds
-            // only the small wait above, for one allocation per request.
-            match Box::pin(self.serve_one()).await {
+            // One request's work is placed apart: an idle connection's task
+            // then holds only the small wait above.
+            let frames = &self.w.frames;
+            match frames.place(self.serve_one()).await {
                 Ok(Some(sent)) => {
                     self.log(&sent);
                     if !sent.keep_alive {

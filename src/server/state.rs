@@ -10,6 +10,7 @@ use crate::net::deadline::Deadlines;
 use crate::net::idle::IdleQueue;
 use crate::net::notify::Notify;
 use crate::net::slots::Slots;
+use crate::server::frames::Frames;
 use crate::server::router::Site;
 
 pub struct Worker {
@@ -18,6 +19,8 @@ pub struct Worker {
     pub clock: Clock,
     pub deadlines: Deadlines,
     pub pool: Pool,
+    /// Memory for the future serving one request, reused.
+    pub frames: Frames,
     pub access_log: RefCell<AccessLog>,
     /// This worker's share of the connection limit.
     pub connections: Slots,
@@ -45,6 +48,7 @@ impl Worker {
             clock: Clock::new(config.server_name.as_deref()),
             deadlines: Deadlines::default(),
             pool: Pool::default(),
+            frames: Frames::default(),
             access_log: RefCell::new(AccessLog::open(&config.access_log)),
             connections: Slots::new(config.max_connections.div_ceil(workers)),
             idle: IdleQueue::default(),
