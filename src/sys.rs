@@ -1,5 +1,5 @@
 //! The Unix calls: listening sockets, privileges, daemonising, signals,
-//! sendfile, the deadline ticker. Everything here goes through `nix`.
+//! sendfile, the deadline ticker's alarm. Everything here goes through `nix`.
 
 use std::io;
 use std::net::SocketAddr;
@@ -74,6 +74,8 @@ pub fn handled_signals() -> SigSet {
         Signal::SIGCHLD,
         // The supervisor's request to a worker replaced by a reload: finish, then exit.
         Signal::SIGUSR2,
+        // The deadline ticker (`set_alarm`).
+        Signal::SIGALRM,
     ] {
         set.add(s);
     }
@@ -301,39 +303,25 @@ pub fn raise_fd_limit(connections: usize) {
     }
 }
 
-/// A periodic timer the reactor watches like a socket. A wait on it sets no
-/// reactor timer, so the reactor's own timerfd is not re-armed every turn.
-pub struct Ticker(nix::sys::timerfd::TimerFd);
-
-impl Ticker {
-    pub fn new() -> io::Result<Ticker> {
-        use nix::sys::timerfd::{ClockId, TimerFd, TimerFlags};
-        let flags = TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC;
-        Ok(Ticker(TimerFd::new(ClockId::CLOCK_MONOTONIC, flags)?))
-    }
-
-    /// Fires every `period` from now on; `None` stops it.
-    pub fn set(&self, period: Option<std::time::Duration>) -> io::Result<()> {
-        use nix::sys::time::TimeSpec;
-        use nix::sys::timerfd::{Expiration, TimerSetTimeFlags};
-        match period {
-            Some(p) => self.0.set(
-                Expiration::Interval(TimeSpec::from_duration(p)),
-                TimerSetTimeFlags::empty(),
-            )?,
-            None => self.0.unset()?,
-        }
-        Ok(())
-    }
-
-    /// Takes the expirations so far; `WouldBlock` when there are none.
-    pub fn take(&self) -> io::Result<()> {
-        Ok(nix::unistd::read(&self.0, &mut [0u8; 8]).map(drop)?)
-    }
-}
-
-impl AsFd for Ticker {
-    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.0.as_fd()
-    }
+/// Starts (or with `None` stops) a periodic SIGALRM, which arrives through
+/// the worker's signalfd like the other signals: the deadline ticker then
+/// needs no timer of the reactor's, and no descriptor of its own.
+pub fn set_alarm(period: Option<std::time::Duration>) {
+    let every = period.map_or(
+        nix::libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+        |p| nix::libc::timeval {
+            tv_sec: p.as_secs() as _,
+            tv_usec: p.subsec_micros() as _,
+        },
+    );
+    let timer = nix::libc::itimerval {
+        it_interval: every,
+        it_value: every,
+    };
+    // SAFETY: setitimer(2) reads the struct passed by reference; the old
+    // value is not asked for. It cannot fail with ITIMER_REAL and these values.
+    unsafe { nix::libc::setitimer(nix::libc::ITIMER_REAL, &timer, std::ptr::null_mut()) };
 }

@@ -137,6 +137,8 @@ pub struct FileCache {
     body_bytes: Cell<usize>,
     /// `None` without inotify: every entry is then checked by stat or age.
     watch: Option<Watch>,
+    /// The watch failed after it started: no entry relies on it any more.
+    unwatched: Cell<bool>,
 }
 
 impl FileCache {
@@ -189,21 +191,22 @@ impl FileCache {
             return;
         };
         loop {
-            for change in watch.changes().await {
-                self.drop_affected(&change);
+            if let Err(e) = watch.changes(|c| self.drop_affected(c)).await {
+                log::error!("inotify: {e}; cached files are checked with a stat per request");
+                self.unwatched.set(true);
+                return self.clear();
             }
         }
     }
 
     fn drop_affected(&self, change: &Change) {
-        {
-            let mut entries = self.entries.borrow_mut();
-            let (kept, gone): (Vec<Entry>, Vec<Entry>) =
-                entries.drain(..).partition(|e| !affected(e.rel(), change));
-            *entries = kept;
-            drop(entries);
-            gone.iter().for_each(|e| self.forget_body(e));
-        }
+        self.entries.borrow_mut().retain(|e| {
+            let hit = affected(e.rel(), change);
+            if hit {
+                self.forget_body(e);
+            }
+            !hit
+        });
     }
 
     /// Forgets everything (the root was replaced by another directory).
@@ -218,7 +221,7 @@ impl FileCache {
     /// How `rel` will be kept current: watched when its directory can be
     /// and a change of the file is seen there (one name, not a symlink).
     fn check_for(&self, dir: &OwnedFd, rel: &str, file: Option<&Metadata>) -> Option<Check> {
-        let watch = self.watch.as_ref()?;
+        let watch = self.watch.as_ref().filter(|_| !self.unwatched.get())?;
         if let Some(meta) = file {
             use std::os::unix::fs::MetadataExt;
             let own_name = meta.nlink() == 1
@@ -308,10 +311,9 @@ impl FileCache {
 fn affected(rel: &str, change: &Change) -> bool {
     match change {
         Change::All => true,
-        Change::Under(dir) => watch::is_under(rel, dir),
         // A new or removed `X.gz` changes what `X` is served as.
         Change::Name(name) => {
-            watch::is_under(rel, name)
+            rel == name
                 || [".br", ".gz"]
                     .iter()
                     .any(|v| name.strip_suffix(v) == Some(rel))

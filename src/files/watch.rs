@@ -5,23 +5,19 @@
 //! kernel's ready list is in order, and so are the executor's tasks.
 
 use std::cell::{Cell, RefCell};
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use async_io::Async;
 use nix::errno::Errno;
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
 /// What must be forgotten.
 #[derive(Debug, PartialEq)]
 pub enum Change {
-    /// This name (relative to the root), anything under it, and the file a
+    /// The file of this name (relative to the root), and the file a
     /// `.br`/`.gz` of this name is a variant of.
     Name(String),
-    /// Everything under this directory ("" for the root).
-    Under(Box<str>),
-    /// Everything: events were lost.
+    /// Everything.
     All,
 }
 
@@ -90,8 +86,7 @@ impl Watch {
             Err(Errno::ENOSPC) => {
                 if !self.limited.replace(true) {
                     log::warn!(
-                        "inotify watch limit reached (fs.inotify.max_user_watches); \
-                         files in {} and other new directories are checked with a stat per request",
+                        "inotify watch limit reached at {}; files there and in later directories are checked with a stat per request",
                         path.display()
                     );
                 }
@@ -108,82 +103,48 @@ impl Watch {
         }
     }
 
-    /// Waits for the kernel to report changes; what they concern.
-    pub async fn changes(&self) -> Vec<Change> {
-        let mut changes = Vec::new();
-        while changes.is_empty() {
-            if self.inotify.readable().await.is_err() {
-                return vec![Change::All];
-            }
-            loop {
-                match self.inotify.get_ref().read_events() {
-                    Ok(events) => events.iter().for_each(|e| self.note(e, &mut changes)),
-                    Err(Errno::EINTR) => {}
-                    Err(Errno::EAGAIN) => break,
-                    Err(_) => {
-                        changes.push(Change::All);
-                        break;
-                    }
+    /// Waits for the kernel to report changes, and hands each to `each`.
+    pub async fn changes(&self, mut each: impl FnMut(&Change)) -> std::io::Result<()> {
+        self.inotify.readable().await?;
+        let mut buf = [0u8; 4096];
+        loop {
+            match nix::unistd::read(self.inotify.get_ref(), &mut buf) {
+                Ok(n) => records(&buf[..n], |wd, mask, name| {
+                    self.note(wd, mask, name, &mut each)
+                }),
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => return Ok(()),
+                Err(e) => {
+                    each(&Change::All);
+                    return Err(e.into());
                 }
-            }
-        }
-        changes
-    }
-
-    fn note(&self, e: &InotifyEvent, changes: &mut Vec<Change>) {
-        if e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
-            changes.push(Change::All);
-            return;
-        }
-        let Some(dir) = self.dir_of(e.wd) else {
-            return;
-        };
-        match &e.name {
-            Some(name) => {
-                let name = join(&dir, name);
-                if e.mask.contains(AddWatchFlags::IN_ISDIR) {
-                    // A directory renamed or removed: watches under its old
-                    // name now point elsewhere, or nowhere.
-                    self.forget_under(&name);
-                }
-                changes.push(Change::Name(name));
-            }
-            None => {
-                if e.mask.intersects(
-                    AddWatchFlags::IN_DELETE_SELF
-                        | AddWatchFlags::IN_MOVE_SELF
-                        | AddWatchFlags::IN_IGNORED
-                        | AddWatchFlags::IN_UNMOUNT,
-                ) {
-                    self.forget_under(&dir);
-                }
-                changes.push(Change::Under(dir));
             }
         }
     }
 
-    fn dir_of(&self, wd: WatchDescriptor) -> Option<Box<str>> {
+    fn note(&self, wd: i32, mask: AddWatchFlags, name: &[u8], each: &mut impl FnMut(&Change)) {
+        match self.dir_of(wd) {
+            // A watch already forgotten, saying it is gone.
+            None if !mask.contains(AddWatchFlags::IN_Q_OVERFLOW) => {}
+            Some(dir) if !name.is_empty() && !mask.contains(AddWatchFlags::IN_ISDIR) => {
+                each(&Change::Name(join(&dir, name)));
+            }
+            // A directory created, renamed or removed, or events lost: what
+            // the names and the watches stand for may have moved. Rare on a
+            // device, so start again.
+            _ => {
+                self.reset();
+                each(&Change::All);
+            }
+        }
+    }
+
+    fn dir_of(&self, wd: i32) -> Option<Box<str>> {
         let dirs = self.dirs.borrow();
-        dirs.iter().find(|(w, _)| *w == wd).map(|(_, d)| d.clone())
+        dirs.iter()
+            .find(|(w, _)| w.as_raw() == wd)
+            .map(|(_, d)| d.clone())
     }
-
-    fn forget_under(&self, dir: &str) {
-        self.dirs.borrow_mut().retain(|(wd, d)| {
-            let gone = is_under(d, dir);
-            if gone {
-                let _ = self.inotify.get_ref().rm_watch(*wd);
-            }
-            !gone
-        });
-    }
-}
-
-/// Whether `rel` is `dir` or inside it ("" is the root, above everything).
-pub fn is_under(rel: &str, dir: &str) -> bool {
-    dir.is_empty()
-        || rel
-            .strip_prefix(dir)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// The directory part of a relative name ("" for a name in the root).
@@ -191,8 +152,28 @@ pub fn dir_of(rel: &str) -> &str {
     rel.rfind('/').map_or("", |i| &rel[..i])
 }
 
-fn join(dir: &str, name: &OsStr) -> String {
-    let name = String::from_utf8_lossy(name.as_bytes());
+/// Calls `each(wd, mask, name)` for every `struct inotify_event` in `bytes`
+/// (the name without its NUL padding; empty for the directory itself).
+fn records(mut bytes: &[u8], mut each: impl FnMut(i32, AddWatchFlags, &[u8])) {
+    const HEAD: usize = 16;
+    let word = |b: &[u8], i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    while bytes.len() >= HEAD {
+        let len = word(bytes, 12) as usize;
+        let Some(name) = bytes.get(HEAD..HEAD + len) else {
+            return;
+        };
+        let name = name.split(|&b| b == 0).next().unwrap_or_default();
+        each(
+            word(bytes, 0) as i32,
+            AddWatchFlags::from_bits_truncate(word(bytes, 4)),
+            name,
+        );
+        bytes = &bytes[HEAD + len..];
+    }
+}
+
+fn join(dir: &str, name: &[u8]) -> String {
+    let name = String::from_utf8_lossy(name);
     if dir.is_empty() {
         name.into_owned()
     } else {
@@ -208,10 +189,6 @@ mod tests {
     fn names_and_directories() {
         assert_eq!(dir_of("index.html"), "");
         assert_eq!(dir_of("css/app.css"), "css");
-        assert!(is_under("css/app.css", "css"));
-        assert!(is_under("css", "css"));
-        assert!(!is_under("css2/app.css", "css"));
-        assert!(is_under("anything", ""));
     }
 
     #[test]
@@ -224,7 +201,11 @@ mod tests {
         std::fs::write(dir.join("sub/a.txt"), "2").unwrap();
         let within = |d| {
             async_io::block_on(futures_lite::future::or(
-                async { Some(watch.changes().await) },
+                async {
+                    let mut seen = Vec::new();
+                    watch.changes(|c| seen.push(format!("{c:?}"))).await.ok()?;
+                    Some(seen)
+                },
                 async {
                     async_io::Timer::after(d).await;
                     None
@@ -232,7 +213,10 @@ mod tests {
             ))
         };
         let seen = within(std::time::Duration::from_secs(10)).expect("a change");
-        assert!(seen.contains(&Change::Name("sub/a.txt".into())), "{seen:?}");
+        assert!(
+            seen.contains(&r#"Name("sub/a.txt")"#.to_string()),
+            "{seen:?}"
+        );
         // Read once: nothing more is reported (for a while, at least).
         assert!(within(std::time::Duration::from_millis(200)).is_none());
         std::fs::remove_dir_all(&dir).unwrap();

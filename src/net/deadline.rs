@@ -5,9 +5,9 @@
 //! request. Here a wait only takes a slot in a table; one ticker task, alive
 //! while anything waits, wakes the waits whose deadline has passed. A
 //! deadline fires up to `TICK` late, which is nothing next to timeouts
-//! counted in seconds. The ticker is a periodic timerfd watched like a
-//! socket, not a reactor timer: with no reactor timer pending, the reactor's
-//! wait sets no timeout and re-arms nothing.
+//! counted in seconds. The ticker runs on a periodic SIGALRM read from the
+//! worker's signalfd, not on a reactor timer: with no reactor timer pending,
+//! the reactor's wait sets no timeout and re-arms nothing.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -15,11 +15,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use async_io::{Async, Timer};
-
 use crate::limits::TICK;
 use crate::net::notify::Notify;
-use crate::sys::Ticker;
+use crate::sys;
 
 struct Slot {
     at: Instant,
@@ -33,6 +31,8 @@ pub struct Deadlines {
     waiting: Cell<usize>,
     /// Wakes the ticker when the first wait arrives.
     first: Notify,
+    /// Wakes the ticker when the alarm rings.
+    alarm: Notify,
 }
 
 impl Deadlines {
@@ -45,40 +45,25 @@ impl Deadlines {
         }
     }
 
-    /// Wakes expired waits; runs for the worker's lifetime, idle when nothing waits.
+    /// Wakes expired waits; runs for the worker's lifetime, idle (and the
+    /// alarm off) when nothing waits.
     pub async fn tick(&self) {
-        let ticker = match Ticker::new().and_then(Async::new) {
-            Ok(t) => t,
-            Err(e) => {
-                log::warn!("timerfd: {e}; deadlines use the reactor's timer");
-                return self.tick_with_reactor_timer().await;
-            }
-        };
         loop {
             while self.waiting.get() == 0 {
                 self.first.notified().await;
             }
-            if let Err(e) = ticker.get_ref().set(Some(TICK)) {
-                log::warn!("timerfd: {e}; deadlines use the reactor's timer");
-                return self.tick_with_reactor_timer().await;
-            }
+            sys::set_alarm(Some(TICK));
             while self.waiting.get() > 0 {
-                // An error here would be the reactor's own; the next turn retries.
-                let _ = ticker.read_with(|t| t.take()).await;
+                self.alarm.notified().await;
                 self.wake_due();
             }
-            let _ = ticker.get_ref().set(None);
+            sys::set_alarm(None);
         }
     }
 
-    async fn tick_with_reactor_timer(&self) {
-        loop {
-            while self.waiting.get() == 0 {
-                self.first.notified().await;
-            }
-            Timer::after(TICK).await;
-            self.wake_due();
-        }
+    /// SIGALRM arrived: the ticker's turn.
+    pub fn alarmed(&self) {
+        self.alarm.notify_all();
     }
 
     fn wake_due(&self) {

@@ -24,10 +24,7 @@ pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, slot: usize, worker
     sys::die_with_parent();
     let worker: &'static Worker = Box::leak(Box::new(Worker::new(config, slot, workers)));
     let ex = Rc::new(LocalExecutor::new());
-    // A task, not `run`'s own future: that one is polled again on every turn
-    // of the executor, and each poll would read the signalfd once more.
-    let main = ex.spawn(run_until_stopped(worker, ex.clone(), listeners));
-    let code = async_io::block_on(ex.run(main));
+    let code = async_io::block_on(ex.run(run_until_stopped(worker, ex.clone(), listeners)));
     std::process::exit(code)
 }
 
@@ -48,8 +45,9 @@ async fn run_until_stopped(
             return 1;
         }
     };
-    ex.spawn(w.deadlines.tick()).detach();
-    ex.spawn(w.site.root.keep_current()).detach();
+    // One task for both (a task's code is made per future type).
+    ex.spawn(future::zip(w.deadlines.tick(), w.site.root.keep_current()))
+        .detach();
     for fd in listeners {
         match Async::new(TcpListener::from(fd)) {
             Ok(l) => ex.spawn(accept_loop(w, ex.clone(), l)).detach(),
@@ -60,13 +58,21 @@ async fn run_until_stopped(
         }
     }
     loop {
-        let signal = signals
-            .read_with(|s| s.read_signal()?.ok_or(Errno::EAGAIN.into()))
-            .await;
+        // Not `read_with`: this future is `run`'s own, polled again on every
+        // turn of the executor, and `read_with` reads again on every poll.
+        let signal = match signals.readable().await {
+            Ok(()) => match signals.get_ref().read_signal() {
+                Ok(Some(s)) => Ok(s),
+                Ok(None) => continue,
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(Errno::from_raw(e.raw_os_error().unwrap_or(0))),
+        };
         match signal.map(|s| Signal::try_from(s.ssi_signo as i32)) {
             Ok(Ok(Signal::SIGTERM | Signal::SIGINT)) => break,
             Ok(Ok(Signal::SIGHUP)) => w.access_log.borrow_mut().reopen(&w.config.access_log),
             Ok(Ok(Signal::SIGCHLD)) => w.child_exited.notify_all(),
+            Ok(Ok(Signal::SIGALRM)) => w.deadlines.alarmed(),
             Ok(Ok(Signal::SIGUSR2)) if !w.is_retiring() => retire(w, &ex),
             Ok(_) => {}
             Err(e) => log::warn!("reading signals: {e}"),
