@@ -156,10 +156,8 @@ fn running_out_of_descriptors_does_not_spin_and_recovers() {
     ])
     .arg(root.path());
     let s = Server::spawn(cmd, root);
-    let worker = {
-        assert!(wait_until(Duration::from_secs(10), || !children(s.pid()).is_empty()));
-        children(s.pid())[0]
-    };
+    // One worker: the server's own process.
+    let worker = s.pid();
     // Far more connections than descriptors.
     let hogs: Vec<TcpStream> = (0..60).map(|_| s.connect()).collect();
     assert!(

@@ -178,8 +178,7 @@ fn chroot_serves_the_root_as_slash() {
     }
     let s = Server::start(&["--chroot", "--user", "nobody"]);
     assert!(s.get("/index.html", &[]).text().contains("hello"));
-    let worker = children(s.pid())[0];
-    let root = std::fs::read_link(format!("/proc/{worker}/root")).unwrap();
+    let root = std::fs::read_link(format!("/proc/{}/root", s.pid())).unwrap();
     assert_eq!(root, s.root.path());
 }
 
@@ -406,28 +405,74 @@ fn the_log_says_started_and_stopped() {
 }
 
 #[test]
-fn a_reload_lets_kept_alive_clients_finish() {
-    let s = Server::start(&["--keepalive-timeout", "30"]);
+fn a_reload_lets_kept_alive_clients_finish_in_the_one_process() {
+    let dir = TempDir::new("reload1");
+    let conf = dir.write("m.conf", "server-name before\nkeepalive-timeout 30\n");
+    let root = TempDir::new("reload1root");
+    root.write("index.html", "x");
+    let s = Server::start_with_config(&conf, root, &[]);
+    assert!(children(s.pid()).is_empty(), "one worker is one process");
+    assert_eq!(s.get("/", &[]).header("server"), Some("before"));
+    let settled = fd_count(s.pid());
+    let mut c = s.connect();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut c, false).unwrap().status, 200);
+    std::fs::write(&conf, "server-name after\nkeepalive-timeout 30\n").unwrap();
+    s.signal("HUP");
+    // New connections get the new settings while ours stays open.
+    assert!(wait_until(Duration::from_secs(10), || s
+        .get("/", &[])
+        .header("server")
+        == Some("after")));
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let r = read_response(&mut c, false).expect("the old settings still answer their client");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("server"), Some("before"));
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_eq!(read_to_close(&mut c), "");
+    // More reloads, each with its requests: what the replaced settings held
+    // open (the root, cached files, the inotify watch) is closed again.
+    let reloads = || s.log_text().matches("reloading configuration").count();
+    for i in 0..5 {
+        let n = reloads();
+        s.signal("HUP");
+        assert!(wait_until(Duration::from_secs(10), || reloads() > n));
+        assert_eq!(s.get("/", &[]).status, 200, "reload {i}");
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || fd_count(s.pid()) <= settled),
+        "descriptors: {} now, {settled} before the reloads",
+        fd_count(s.pid())
+    );
+    s.assert_healthy();
+}
+
+#[test]
+fn a_reload_lets_kept_alive_clients_of_replaced_workers_finish() {
+    let s = Server::start(&["--keepalive-timeout", "30", "--workers", "2"]);
     assert!(wait_until(Duration::from_secs(10), || children(s.pid())
         .len()
-        == 1));
+        == 2));
     let old = children(s.pid());
     let mut c = s.connect();
     c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     assert_eq!(read_response(&mut c, false).unwrap().status, 200);
     s.signal("HUP");
-    // The new worker is up while the old one keeps our idle connection.
+    // The new workers are up while an old one keeps our idle connection.
     assert!(wait_until(Duration::from_secs(10), || children(s.pid())
         .iter()
-        .any(|p| !old.contains(p))));
+        .filter(|p| !old.contains(p))
+        .count()
+        == 2));
     c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     let r = read_response(&mut c, false).expect("the old worker still answers its client");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("connection"), Some("close"));
     assert_eq!(read_to_close(&mut c), "");
-    // With its last client gone, the old worker exits.
+    // With their last clients gone, the old workers exit.
     assert!(wait_until(Duration::from_secs(10), || !children(s.pid())
-        .contains(&old[0])));
+        .iter()
+        .any(|p| old.contains(p))));
     s.assert_healthy();
 }
 

@@ -12,6 +12,40 @@ pub enum Action {
     Print(String),
 }
 
+/// The configuration again, for a reload (SIGHUP): what needs the sockets
+/// or root privileges again (addresses, workers, user, chroot) stays as in
+/// `old`. `None` (logged) when it does not parse: the running one stays.
+pub fn reread(old: &Config) -> Option<Config> {
+    log::info!("reloading configuration");
+    let mut new = match parse(std::env::args_os()) {
+        Ok(Action::Run(c)) => c,
+        Ok(_) => return None,
+        Err(e) => {
+            log::error!("reload failed, keeping the running configuration: {e}");
+            return None;
+        }
+    };
+    for w in &new.warnings {
+        log::warn!("{w}");
+    }
+    if new.listen != old.listen
+        || new.workers != old.workers
+        || new.user.as_ref().map(|u| &u.name) != old.user.as_ref().map(|u| &u.name)
+        || new.chroot != old.chroot
+    {
+        log::warn!("listen, workers, user and chroot changes take effect at the next restart");
+    }
+    new.listen.clone_from(&old.listen);
+    new.workers = old.workers;
+    new.user.clone_from(&old.user);
+    new.group.clone_from(&old.group);
+    new.chroot = old.chroot;
+    if old.chroot {
+        new.root.clone_from(&old.root);
+    }
+    Some(new)
+}
+
 /// The usage text: every setting of `config::KEYS`, by group.
 pub const HELP: &str = "\
 Usage: marmoset [OPTIONS]

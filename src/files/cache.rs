@@ -135,17 +135,16 @@ pub enum Hit {
 pub struct FileCache {
     entries: RefCell<Vec<Entry>>,
     body_bytes: Cell<usize>,
-    /// `None` without inotify: every entry is then checked by stat or age.
-    watch: Option<Watch>,
-    /// The watch failed after it started: no entry relies on it any more.
-    unwatched: Cell<bool>,
+    /// `None` without inotify (or after it failed, or the cache was
+    /// closed): every entry is then checked by stat or age.
+    watch: RefCell<Option<Rc<Watch>>>,
 }
 
 impl FileCache {
     /// A cache whose entries under `root` are kept current by inotify where it can.
     pub fn watching(root: &std::path::Path) -> FileCache {
         FileCache {
-            watch: Watch::new(root),
+            watch: RefCell::new(Watch::new(root).map(Rc::new)),
             ..FileCache::default()
         }
     }
@@ -184,19 +183,24 @@ impl FileCache {
         }
     }
 
-    /// Drops what the kernel reports as changed, for the worker's lifetime
-    /// (returns at once without inotify).
+    /// Drops what the kernel reports as changed; never returns (waits
+    /// forever without inotify).
     pub async fn keep_current(&self) {
-        let Some(watch) = &self.watch else {
-            return;
-        };
-        loop {
-            if let Err(e) = watch.changes(|c| self.drop_affected(c)).await {
+        let watch = self.watch.borrow().clone();
+        while let Some(w) = &watch {
+            if let Err(e) = w.changes(|c| self.drop_affected(c)).await {
                 log::error!("inotify: {e}; cached files are checked with a stat per request");
-                self.unwatched.set(true);
-                return self.clear();
+                self.close();
+                break;
             }
         }
+        std::future::pending().await
+    }
+
+    /// Forgets everything and watches no more (a reload replaced this cache).
+    pub fn close(&self) {
+        self.clear();
+        self.watch.borrow_mut().take();
     }
 
     fn drop_affected(&self, change: &Change) {
@@ -213,7 +217,7 @@ impl FileCache {
     pub fn clear(&self) {
         let gone = std::mem::take(&mut *self.entries.borrow_mut());
         gone.iter().for_each(|e| self.forget_body(e));
-        if let Some(w) = &self.watch {
+        if let Some(w) = &*self.watch.borrow() {
             w.reset();
         }
     }
@@ -221,7 +225,7 @@ impl FileCache {
     /// How `rel` will be kept current: watched when its directory can be
     /// and a change of the file is seen there (one name, not a symlink).
     fn check_for(&self, dir: &OwnedFd, rel: &str, file: Option<&Metadata>) -> Option<Check> {
-        let watch = self.watch.as_ref().filter(|_| !self.unwatched.get())?;
+        let watch = self.watch.borrow().clone()?;
         if let Some(meta) = file {
             use std::os::unix::fs::MetadataExt;
             let own_name = meta.nlink() == 1

@@ -65,6 +65,12 @@ impl Root {
         }
     }
 
+    /// Lets go of the open root, the cached files and the watch.
+    pub fn close(&self) {
+        self.dir.borrow_mut().take();
+        self.cache.close();
+    }
+
     /// Keeps the file cache current; a task for the worker's lifetime.
     pub async fn keep_current(&self) {
         self.cache.keep_current().await

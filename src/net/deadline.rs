@@ -2,12 +2,12 @@
 //!
 //! An async-io `Timer` per wait costs a reactor notification (an eventfd
 //! write, a futex wake and a timerfd update: four system calls) on every
-//! request. Here a wait only takes a slot in a table; one ticker task, alive
-//! while anything waits, wakes the waits whose deadline has passed. A
-//! deadline fires up to `TICK` late, which is nothing next to timeouts
-//! counted in seconds. The ticker runs on a periodic SIGALRM read from the
-//! worker's signalfd, not on a reactor timer: with no reactor timer pending,
-//! the reactor's wait sets no timeout and re-arms nothing.
+//! request. Here a wait only takes a slot in a table, and a periodic
+//! SIGALRM, read from the worker's signalfd and on while anything waits,
+//! wakes the waits whose deadline has passed. A deadline fires up to `TICK`
+//! late, which is nothing next to timeouts counted in seconds. No reactor
+//! timer is involved: with none pending, the reactor's wait sets no timeout
+//! and re-arms nothing.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -16,7 +16,6 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use crate::limits::TICK;
-use crate::net::notify::Notify;
 use crate::sys;
 
 struct Slot {
@@ -29,10 +28,8 @@ pub struct Deadlines {
     slots: RefCell<Vec<Option<Slot>>>,
     free: RefCell<Vec<usize>>,
     waiting: Cell<usize>,
-    /// Wakes the ticker when the first wait arrives.
-    first: Notify,
-    /// Wakes the ticker when the alarm rings.
-    alarm: Notify,
+    /// The alarm is on.
+    ringing: Cell<bool>,
 }
 
 impl Deadlines {
@@ -45,28 +42,14 @@ impl Deadlines {
         }
     }
 
-    /// Wakes expired waits; runs for the worker's lifetime, idle (and the
-    /// alarm off) when nothing waits.
-    pub async fn tick(&self) {
-        loop {
-            while self.waiting.get() == 0 {
-                self.first.notified().await;
-            }
-            sys::set_alarm(Some(TICK));
-            while self.waiting.get() > 0 {
-                self.alarm.notified().await;
-                self.wake_due();
-            }
-            sys::set_alarm(None);
-        }
-    }
-
-    /// SIGALRM arrived: the ticker's turn.
+    /// SIGALRM arrived: wakes the expired waits, or turns the alarm off
+    /// when nothing waits.
     pub fn alarmed(&self) {
-        self.alarm.notify_all();
-    }
-
-    fn wake_due(&self) {
+        if self.waiting.get() == 0 {
+            sys::set_alarm(None);
+            self.ringing.set(false);
+            return;
+        }
         let now = Instant::now();
         let due: Vec<Waker> = self
             .slots
@@ -81,8 +64,8 @@ impl Deadlines {
 
     fn register(&self, at: Instant, waker: &Waker) -> usize {
         self.waiting.set(self.waiting.get() + 1);
-        if self.waiting.get() == 1 {
-            self.first.notify_all();
+        if !self.ringing.replace(true) {
+            sys::set_alarm(Some(TICK));
         }
         let slot = Some(Slot {
             at,

@@ -1,5 +1,6 @@
 //! Start-up, top to bottom: configuration, logging, binding, detaching,
-//! dropping privileges, then the supervisor forks the workers.
+//! dropping privileges, then the one worker runs here or the supervisor
+//! forks several.
 
 use std::os::fd::OwnedFd;
 use std::process::ExitCode;
@@ -9,6 +10,7 @@ use crate::config::cli::Action;
 use crate::config::{Account, Config, ConfigError, Origin};
 use crate::logs::logger as logging;
 use crate::process::supervisor;
+use crate::server::worker;
 use crate::sys;
 
 /// Exit status for a configuration error, before anything is bound.
@@ -82,7 +84,17 @@ fn start(mut config: Config) -> Result<u8, String> {
         config.root = "/".into();
     }
     log::info!("marmoset {} started", env!("CARGO_PKG_VERSION"));
-    Ok(supervisor::Supervisor::new(config, sockets, pidfile).run() as u8)
+    if config.workers > 1 {
+        return Ok(supervisor::Supervisor::new(config, sockets, pidfile).run() as u8);
+    }
+    // One worker is the whole server: no supervisor process. A crash is
+    // init's to restart (procd respawn, systemd Restart=, inittab respawn).
+    let code = worker::run_alone(config, sockets.into_iter().flatten().collect());
+    if let Some(p) = pidfile {
+        p.remove();
+    }
+    log::info!("marmoset stopped");
+    Ok(code as u8)
 }
 
 /// One listening socket per address, shared by every worker (each holds a

@@ -182,37 +182,11 @@ impl Supervisor {
         }
     }
 
-    /// Re-reads the config; what needs the sockets or root privileges again
-    /// (addresses, workers, user, chroot) stays as it was.
+    /// Re-reads the config and replaces the workers.
     fn reload(&mut self) {
-        log::info!("reloading configuration");
-        let mut new = match cli::parse(std::env::args_os()) {
-            Ok(cli::Action::Run(c)) => c,
-            Ok(_) => return,
-            Err(e) => {
-                log::error!("reload failed, keeping the running configuration: {e}");
-                return;
-            }
+        let Some(new) = cli::reread(&self.config) else {
+            return;
         };
-        for w in &new.warnings {
-            log::warn!("{w}");
-        }
-        let old = &self.config;
-        if new.listen != old.listen
-            || new.workers != old.workers
-            || new.user.as_ref().map(|u| &u.name) != old.user.as_ref().map(|u| &u.name)
-            || new.chroot != old.chroot
-        {
-            log::warn!("listen, workers, user and chroot changes take effect at the next restart");
-        }
-        new.listen.clone_from(&old.listen);
-        new.workers = old.workers;
-        new.user.clone_from(&old.user);
-        new.group.clone_from(&old.group);
-        new.chroot = old.chroot;
-        if old.chroot {
-            new.root.clone_from(&old.root);
-        }
         self.config = new;
         let old_workers = std::mem::take(&mut self.workers);
         for (pid, slot) in old_workers {

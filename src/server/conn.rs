@@ -40,7 +40,7 @@ pub async fn serve(w: &'static Worker, stream: Stream, peer: SocketAddr, _slot: 
             stream,
             send_timeout: w.config.send_timeout,
             peer,
-            deadlines: &w.deadlines,
+            deadlines: w.deadlines,
         },
         local,
         input: Input::new(&w.pool),
@@ -571,7 +571,7 @@ impl Conn {
         }
         let readable = async {
             within(
-                &self.w.deadlines,
+                self.w.deadlines,
                 Instant::now() + limit,
                 self.sock.stream.readable(),
             )

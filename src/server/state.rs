@@ -17,7 +17,8 @@ pub struct Worker {
     pub config: &'static Config,
     pub site: Site,
     pub clock: Clock,
-    pub deadlines: Deadlines,
+    /// Shared by every generation of a process (one alarm drives it).
+    pub deadlines: &'static Deadlines,
     pub pool: Pool,
     /// Memory for the future serving one request, reused.
     pub frames: Frames,
@@ -41,12 +42,17 @@ pub struct Worker {
 
 impl Worker {
     /// Worker `slot` of `workers`, each with its share of the limits.
-    pub fn new(config: &'static Config, slot: usize, workers: usize) -> Worker {
+    pub fn new(
+        config: &'static Config,
+        slot: usize,
+        workers: usize,
+        deadlines: &'static Deadlines,
+    ) -> Worker {
         Worker {
             config,
             site: Site::new(config, slot, workers),
             clock: Clock::new(config.server_name.as_deref()),
-            deadlines: Deadlines::default(),
+            deadlines,
             pool: Pool::default(),
             frames: Frames::default(),
             access_log: RefCell::new(AccessLog::open(&config.access_log)),
@@ -89,5 +95,12 @@ impl Worker {
         while self.connections.in_use() > 0 {
             self.connections.freed.notified().await;
         }
+    }
+
+    /// Closes what a generation replaced by a reload still holds open once
+    /// its last connection has ended (its memory stays: a few KiB).
+    pub fn release(&self) {
+        self.site.root.close();
+        *self.access_log.borrow_mut() = AccessLog::Off;
     }
 }

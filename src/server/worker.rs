@@ -1,6 +1,9 @@
-//! One worker process: a single-threaded executor over async-io that accepts
-//! on the shared listening sockets, serves connections up to its share of the
-//! connection limit, and stops gracefully on SIGTERM.
+//! One worker: a single-threaded executor over async-io that accepts on the
+//! shared listening sockets, serves connections up to its share of the
+//! connection limit, and stops gracefully on SIGTERM. With `workers 1` it is
+//! the whole server in one process and reloads in place: a SIGHUP starts a
+//! new generation (configuration, root, file cache, access log) for new
+//! connections while the old one finishes its own.
 
 use std::net::TcpListener;
 use std::os::fd::OwnedFd;
@@ -13,25 +16,50 @@ use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
-use crate::config::Config;
+use crate::config::{Config, cli};
 use crate::limits::{ACCEPT_BACKOFF, ACCEPT_WARNING_EVERY, RECLAIM_AFTER};
+use crate::net::deadline::Deadlines;
 use crate::server::conn;
 use crate::server::state::Worker;
 use crate::sys;
 
-/// Runs a worker until it is told to stop; never returns.
+/// Whether a supervisor forked this worker, or it is the whole server.
+#[derive(Clone, Copy, PartialEq)]
+enum Role {
+    Forked,
+    Alone,
+}
+
+/// Runs a forked worker until it is told to stop; never returns.
 pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, slot: usize, workers: usize) -> ! {
     sys::die_with_parent();
-    let worker: &'static Worker = Box::leak(Box::new(Worker::new(config, slot, workers)));
+    std::process::exit(serve(config, listeners, slot, workers, Role::Forked))
+}
+
+/// Runs the whole server in this process (`workers 1`); the exit status.
+pub fn run_alone(config: Config, listeners: Vec<OwnedFd>) -> i32 {
+    serve(Box::leak(Box::new(config)), listeners, 0, 1, Role::Alone)
+}
+
+fn serve(
+    config: &'static Config,
+    listeners: Vec<OwnedFd>,
+    slot: usize,
+    workers: usize,
+    role: Role,
+) -> i32 {
+    let deadlines: &'static Deadlines = Box::leak(Box::default());
+    let worker: &'static Worker =
+        Box::leak(Box::new(Worker::new(config, slot, workers, deadlines)));
     let ex = Rc::new(LocalExecutor::new());
-    let code = async_io::block_on(ex.run(run_until_stopped(worker, ex.clone(), listeners)));
-    std::process::exit(code)
+    async_io::block_on(ex.run(run_until_stopped(worker, ex.clone(), listeners, role)))
 }
 
 async fn run_until_stopped(
-    w: &'static Worker,
+    first: &'static Worker,
     ex: Rc<LocalExecutor<'static>>,
     listeners: Vec<OwnedFd>,
+    role: Role,
 ) -> i32 {
     let signals = match SignalFd::with_flags(
         &sys::handled_signals(),
@@ -45,18 +73,20 @@ async fn run_until_stopped(
             return 1;
         }
     };
-    // One task for both (a task's code is made per future type).
-    ex.spawn(future::zip(w.deadlines.tick(), w.site.root.keep_current()))
-        .detach();
+    let mut sockets = Vec::new();
     for fd in listeners {
         match Async::new(TcpListener::from(fd)) {
-            Ok(l) => ex.spawn(accept_loop(w, ex.clone(), l)).detach(),
+            Ok(l) => sockets.push(Rc::new(l)),
             Err(e) => {
                 log::error!("listener: {e}");
                 return 1;
             }
         }
     }
+    let mut w = first;
+    start(w, &ex, &sockets, role);
+    // Generations replaced by a reload, finishing their connections.
+    let mut old: Vec<&'static Worker> = Vec::new();
     loop {
         // Not `read_with`: this future is `run`'s own, polled again on every
         // turn of the executor, and `read_with` reads again on every poll.
@@ -68,59 +98,98 @@ async fn run_until_stopped(
             },
             Err(e) => Err(Errno::from_raw(e.raw_os_error().unwrap_or(0))),
         };
+        old.retain(|g| g.connections.in_use() > 0);
         match signal.map(|s| Signal::try_from(s.ssi_signo as i32)) {
             Ok(Ok(Signal::SIGTERM | Signal::SIGINT)) => break,
+            Ok(Ok(Signal::SIGHUP)) if role == Role::Alone => {
+                if let Some(config) = cli::reread(w.config) {
+                    let config: &'static Config = Box::leak(Box::new(config));
+                    let next = Box::leak(Box::new(Worker::new(config, 0, 1, w.deadlines)));
+                    w.set_retiring();
+                    old.push(w);
+                    w = next;
+                    start(w, &ex, &sockets, role);
+                }
+            }
             Ok(Ok(Signal::SIGHUP)) => w.access_log.borrow_mut().reopen(&w.config.access_log),
-            Ok(Ok(Signal::SIGCHLD)) => w.child_exited.notify_all(),
+            Ok(Ok(Signal::SIGCHLD)) => {
+                old.iter()
+                    .chain([&w])
+                    .for_each(|g| g.child_exited.notify_all());
+            }
             Ok(Ok(Signal::SIGALRM)) => w.deadlines.alarmed(),
-            Ok(Ok(Signal::SIGUSR2)) if !w.is_retiring() => retire(w, &ex),
+            // The supervisor replaced this worker: finish, then exit.
+            Ok(Ok(Signal::SIGUSR2)) if role == Role::Forked => w.set_retiring(),
             Ok(_) => {}
             Err(e) => log::warn!("reading signals: {e}"),
         }
     }
-    drain(w).await;
+    if role == Role::Alone {
+        log::info!("stopping: finishing in-flight responses");
+    }
+    old.push(w);
+    drain(&old).await;
     0
 }
 
-/// After a reload: stop accepting, let every connection end after its next
-/// response (or its keep-alive timeout), then exit. SIGTERM still drains.
-fn retire(w: &'static Worker, ex: &LocalExecutor<'static>) {
-    w.set_retiring();
+/// A generation's accept loops, and the task that keeps its file cache
+/// current until a reload replaces it (it stops accepting, and each
+/// connection ends after its next response or its keep-alive timeout):
+/// then, once its last connection has ended, a forked worker exits and a
+/// generation of the one process closes its files. SIGTERM still drains.
+fn start(
+    w: &'static Worker,
+    ex: &Rc<LocalExecutor<'static>>,
+    sockets: &[Rc<Async<TcpListener>>],
+    role: Role,
+) {
     ex.spawn(async move {
-        w.all_connections_closed().await;
-        std::process::exit(0);
+        let replaced = async {
+            while !(w.is_retiring() && w.connections.in_use() == 0) {
+                future::or(w.stop.notified(), w.connections.freed.notified()).await;
+            }
+        };
+        future::or(w.site.root.keep_current(), replaced).await;
+        match role {
+            Role::Forked => std::process::exit(0),
+            Role::Alone => w.release(),
+        }
     })
     .detach();
+    for l in sockets {
+        ex.spawn(accept_loop(w, ex.clone(), l.clone())).detach();
+    }
 }
 
 /// Stops accepting, closes idle connections and gives busy ones the grace period.
-async fn drain(w: &'static Worker) {
-    w.set_stopping();
+async fn drain(generations: &[&'static Worker]) {
+    generations.iter().for_each(|g| g.set_stopping());
+    let Some(w) = generations.last() else {
+        return;
+    };
     let deadline = Timer::after(w.config.grace);
-    if future::or(
-        async {
-            w.all_connections_closed().await;
-            true
-        },
-        async {
-            deadline.await;
-            false
-        },
-    )
+    let all_closed = async {
+        for g in generations {
+            g.all_connections_closed().await;
+        }
+        true
+    };
+    if future::or(all_closed, async {
+        deadline.await;
+        false
+    })
     .await
     {
         return;
     }
-    log::warn!(
-        "{} connection(s) still busy after the grace period; closing them",
-        w.connections.in_use()
-    );
+    let busy: usize = generations.iter().map(|g| g.connections.in_use()).sum();
+    log::warn!("{busy} connection(s) still busy after the grace period; closing them");
 }
 
 async fn accept_loop(
     w: &'static Worker,
     ex: Rc<LocalExecutor<'static>>,
-    listener: Async<TcpListener>,
+    listener: Rc<Async<TcpListener>>,
 ) {
     let mut last_warning: Option<std::time::Instant> = None;
     loop {
