@@ -2,7 +2,8 @@
 //!
 //! The folders are layers; each uses only those listed before it:
 //!
-//! - `limits`, `values`, `sys`: bounds, setting parsers, Unix calls;
+//! - `limits`, `values`, `sys`: bounds, setting parsers, Unix calls
+//!   (`no_unwind`: the stack walker the static musl builds leave out);
 //! - `http`: the protocol without I/O (requests, paths, conditions, heads);
 //! - `policy`: address rules, Basic auth, per-path header rules;
 //! - `files`: the document root, the file cache, listings;
@@ -24,6 +25,12 @@ pub mod http;
 mod limits;
 mod logs;
 mod net;
+#[cfg(all(
+    target_env = "musl",
+    panic = "abort",
+    any(target_arch = "aarch64", target_arch = "x86_64")
+))]
+mod no_unwind;
 mod policy;
 pub mod process;
 mod server;
