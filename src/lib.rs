@@ -3,6 +3,7 @@
 //! The folders are layers; each uses only those listed before it:
 //!
 //! - `limits`, `values`, `sys`: bounds, setting parsers, Unix calls;
+//! - `tls` (with the `tls` feature): certificates and the rustls settings;
 //! - `http`: the protocol without I/O (requests, paths, conditions, heads);
 //! - `policy`: address rules, Basic auth, per-path header rules;
 //! - `files`: the document root, the file cache, listings;
@@ -28,4 +29,6 @@ mod policy;
 pub mod process;
 mod server;
 mod sys;
+#[cfg(feature = "tls")]
+mod tls;
 mod values;

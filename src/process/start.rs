@@ -92,11 +92,15 @@ fn start(mut config: Config) -> Result<u8, String> {
 /// have room (measured: 1000 idle clients on two workers, 16 still served).
 fn bind_all(config: &Config) -> Result<Vec<Vec<OwnedFd>>, String> {
     let mut per_worker: Vec<Vec<OwnedFd>> = (0..config.workers).map(|_| Vec::new()).collect();
-    for &asked in &config.listen {
+    for listen in &config.listen {
+        let asked = listen.addr;
         let socket = sys::listen(asked).map_err(|e| format!("cannot listen on {asked}: {e}"))?;
         // With port 0 the kernel picks one: log the real address.
         let addr = sys::local_addr(&socket).map_err(|e| format!("{asked}: {e}"))?;
-        log::info!("listening on {addr}");
+        log::info!(
+            "listening on {addr}{}",
+            if listen.tls { " (TLS)" } else { "" }
+        );
         for sockets in per_worker.iter_mut().skip(1) {
             sockets.push(socket.try_clone().map_err(|e| format!("{addr}: {e}"))?);
         }
