@@ -138,6 +138,12 @@ pub const TLS_SESSIONS: usize = 256;
 #[cfg(feature = "tls")]
 pub const TLS_TICKETS: usize = 1;
 
+/// TLS tickets are sealed under a key used this long (seconds), then
+/// replaced; a ticket is accepted for twice this. Six hours, as rustls's
+/// own ticketer: a stolen key opens a few hours of sessions at most.
+#[cfg(feature = "tls")]
+pub const TLS_TICKET_KEY_LIFE: u32 = 6 * 60 * 60;
+
 /// TLS: received bytes are read this much at a time. A ClientHello fits
 /// one read; a connection's buffer grows by this while a record comes in
 /// and is freed once it is decrypted, so an idle connection holds none.

@@ -22,7 +22,17 @@ use crate::sys;
 /// Runs a worker until it is told to stop; never returns.
 pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, slot: usize, workers: usize) -> ! {
     sys::die_with_parent();
-    let worker: &'static Worker = Box::leak(Box::new(Worker::new(config, slot, workers)));
+    #[allow(unused_mut)]
+    let mut worker = Worker::new(config, slot, workers);
+    #[cfg(feature = "tls")]
+    match tls_acceptor(config) {
+        Ok(acceptor) => worker.tls = acceptor,
+        Err(e) => {
+            log::error!("{e}");
+            std::process::exit(1)
+        }
+    }
+    let worker: &'static Worker = Box::leak(Box::new(worker));
     let ex = Rc::new(LocalExecutor::new());
     let code = async_io::block_on(ex.run(run_until_stopped(worker, ex.clone(), listeners)));
     std::process::exit(code)
@@ -46,9 +56,19 @@ async fn run_until_stopped(
         }
     };
     ex.spawn(w.deadlines.tick()).detach();
-    for fd in listeners {
+    for (fd, listen) in listeners.into_iter().zip(&w.config.listen) {
+        #[cfg(not(feature = "tls"))]
+        let _ = listen;
         match Async::new(TcpListener::from(fd)) {
-            Ok(l) => ex.spawn(accept_loop(w, ex.clone(), l)).detach(),
+            Ok(l) => ex
+                .spawn(accept_loop(
+                    w,
+                    ex.clone(),
+                    l,
+                    #[cfg(feature = "tls")]
+                    listen.tls,
+                ))
+                .detach(),
             Err(e) => {
                 log::error!("listener: {e}");
                 return 1;
@@ -61,7 +81,11 @@ async fn run_until_stopped(
             .await;
         match signal.map(|s| Signal::try_from(s.ssi_signo as i32)) {
             Ok(Ok(Signal::SIGTERM | Signal::SIGINT)) => break,
-            Ok(Ok(Signal::SIGHUP)) => w.access_log.borrow_mut().reopen(&w.config.access_log),
+            Ok(Ok(Signal::SIGHUP)) => {
+                w.access_log.borrow_mut().reopen(&w.config.access_log);
+                #[cfg(feature = "tls")]
+                reload_tls(w);
+            }
             Ok(Ok(Signal::SIGCHLD)) => w.child_exited.notify_all(),
             Ok(Ok(Signal::SIGUSR2)) if !w.is_retiring() => retire(w, &ex),
             Ok(_) => {}
@@ -111,7 +135,10 @@ async fn accept_loop(
     w: &'static Worker,
     ex: Rc<LocalExecutor<'static>>,
     listener: Async<TcpListener>,
+    #[cfg(feature = "tls")] tls: bool,
 ) {
+    #[cfg(feature = "tls")]
+    let tls = w.tls.as_ref().filter(|_| tls).map(|a| &a.config);
     let mut last_warning: Option<std::time::Instant> = None;
     loop {
         let slot = loop {
@@ -132,7 +159,15 @@ async fn accept_loop(
             None => return,
             Some(Ok((stream, peer))) => {
                 sys::set_nodelay(stream.get_ref());
-                ex.spawn(conn::serve(w, stream, peer, slot)).detach();
+                ex.spawn(conn::serve(
+                    w,
+                    stream,
+                    peer,
+                    slot,
+                    #[cfg(feature = "tls")]
+                    tls.cloned(),
+                ))
+                .detach();
             }
             // A client gone before we took it (ECONNABORTED and the like): next.
             Some(Err(e)) if !out_of_resources(&e) => log::debug!("accept: {e}"),
@@ -178,6 +213,28 @@ async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
     } else {
         // None is idle yet: wait until one is, or a slot frees.
         future::or(freed, w.idle.entered.notified()).await;
+    }
+}
+
+/// The rustls settings for this worker's TLS listeners, if it has any.
+#[cfg(feature = "tls")]
+fn tls_acceptor(config: &Config) -> Result<Option<crate::tls::acceptor::Acceptor>, String> {
+    match &config.tls.pair {
+        Some(pair) if config.tls.enabled() => {
+            crate::tls::acceptor::Acceptor::new(pair.clone()).map(Some)
+        }
+        _ if config.tls.enabled() => Err("TLS listener without a certificate".into()),
+        _ => Ok(None),
+    }
+}
+
+/// SIGHUP: new handshakes get the certificate and key as the files hold
+/// them now; a pair that does not load is logged and the old one kept.
+#[cfg(feature = "tls")]
+pub fn reload_tls(w: &Worker) {
+    let settings = &w.config.tls;
+    if let (Some(acceptor), Some(cert), Some(key)) = (&w.tls, &settings.cert, &settings.key) {
+        acceptor.reload(&cert.path, &key.path);
     }
 }
 

@@ -10,7 +10,7 @@ use rustls::server::{ClientHello, ResolvesServerCert, ServerConfig, ServerSessio
 use rustls::sign::CertifiedKey;
 
 use crate::limits::{TLS_SESSIONS, TLS_TICKETS};
-use crate::tls::keys;
+use crate::tls::{keys, provider, tickets};
 
 pub struct Acceptor {
     pub config: Arc<ServerConfig>,
@@ -30,7 +30,7 @@ impl ResolvesServerCert for Current {
 impl Acceptor {
     pub fn new(pair: Arc<CertifiedKey>) -> Result<Acceptor, String> {
         let current = Arc::new(Current(Mutex::new(pair)));
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(provider::provider());
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
             .map_err(|e| format!("TLS: {e}"))?
@@ -38,8 +38,7 @@ impl Acceptor {
             .with_cert_resolver(current.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         config.session_storage = ServerSessionMemoryCache::new(TLS_SESSIONS);
-        config.ticketer =
-            rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS tickets: {e}"))?;
+        config.ticketer = tickets::ticketer()?;
         config.send_tls13_tickets = TLS_TICKETS;
         Ok(Acceptor {
             config: Arc::new(config),

@@ -5,10 +5,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rustls::crypto::ring::sign;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
+
+use crate::tls::provider;
 
 /// Which of the two files a problem is in.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -22,7 +23,7 @@ pub enum File {
 pub fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, (File, String)> {
     let chain = read_chain(cert).map_err(|e| (File::Cert, e))?;
     let der = read_key(key).map_err(|e| (File::Key, e))?;
-    let signer = sign::any_supported_type(&der)
+    let signer = provider::load(&der)
         .map_err(|e| (File::Key, format!("{}: unusable key: {e}", key.display())))?;
     let pair = CertifiedKey::new(chain, signer);
     match pair.keys_match() {

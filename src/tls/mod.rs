@@ -4,3 +4,5 @@
 
 pub(crate) mod acceptor;
 pub(crate) mod keys;
+pub(crate) mod provider;
+pub(crate) mod tickets;
