@@ -61,7 +61,7 @@ enum Job<'a> {
 impl Tls {
     pub fn new(config: Arc<ServerConfig>, pool: &'static Pool) -> Result<Tls, Broken> {
         let conn = UnbufferedServerConnection::new(config).map_err(|e| {
-            log::warn!("TLS: {e}");
+            log::warn!("TLS: {}", why(&e));
             Broken
         })?;
         Ok(Tls {
@@ -179,7 +179,7 @@ impl Tls {
             let state = match status.state {
                 Ok(state) => state,
                 Err(e) => {
-                    log::debug!("TLS: {e}");
+                    log::debug!("TLS: {}", why(&e));
                     self.queue_alert();
                     return Err(Broken);
                 }
@@ -189,7 +189,7 @@ impl Tls {
                 ConnectionState::ReadTraffic(mut records) => {
                     while let Some(record) = records.next_record() {
                         let record = record.map_err(|e| {
-                            log::debug!("TLS: {e}");
+                            log::debug!("TLS: {}", why(&e));
                             Broken
                         })?;
                         discard += record.discard;
@@ -268,6 +268,22 @@ impl Tls {
             let out = out.get_or_insert_with(|| pool.out());
             let _ = grow_while_short(out, |spare| encoder.encode(spare).map_err(|_| None));
         }
+    }
+}
+
+/// What went wrong, in a few words: rustls's own messages are not
+/// formatted, their text and the formatting of the values in them cost
+/// kilobytes of flash.
+fn why(e: &rustls::Error) -> &'static str {
+    use rustls::Error as E;
+    match e {
+        E::InvalidMessage(_) => "a message that does not parse",
+        E::PeerIncompatible(_) => "the client offers nothing the server speaks",
+        E::PeerMisbehaved(_) => "the client broke the protocol",
+        E::AlertReceived(_) => "the client sent an alert",
+        E::DecryptError => "a record that does not decrypt",
+        E::NoApplicationProtocol => "the client does not offer http/1.1",
+        _ => "handshake failed",
     }
 }
 

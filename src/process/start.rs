@@ -52,6 +52,11 @@ pub fn main() -> ExitCode {
 /// Binds, detaches, drops privileges and hands over to the supervisor.
 fn start(mut config: Config) -> Result<u8, String> {
     let identity = identity(&config).map_err(|e| e.to_string())?;
+    #[cfg(feature = "tls")]
+    crate::process::certificate::make_if_absent(
+        &mut config,
+        identity.as_ref().and_then(sys::Identity::owner_after_drop),
+    )?;
     sys::block_signals().map_err(|e| format!("signals: {e}"))?;
     sys::raise_fd_limit(config.max_connections);
     let sockets = bind_all(&config)?;

@@ -197,6 +197,13 @@ impl Supervisor {
         for w in &new.warnings {
             log::warn!("{w}");
         }
+        // Both files of a made pair were removed: make a new one (as the
+        // user the server runs as).
+        #[cfg(feature = "tls")]
+        if let Err(e) = crate::process::certificate::make_if_absent(&mut new, None) {
+            log::error!("reload failed, keeping the running configuration: {e}");
+            return;
+        }
         let old = &self.config;
         if new.listen != old.listen
             || new.workers != old.workers

@@ -33,7 +33,7 @@ impl Acceptor {
         let provider = Arc::new(provider::provider());
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| format!("TLS: {e}"))?
+            .map_err(|_| "TLS: no protocol version left to offer".to_string())?
             .with_no_client_auth()
             .with_cert_resolver(current.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];

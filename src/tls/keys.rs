@@ -23,8 +23,12 @@ pub enum File {
 pub fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, (File, String)> {
     let chain = read_chain(cert).map_err(|e| (File::Cert, e))?;
     let der = read_key(key).map_err(|e| (File::Key, e))?;
-    let signer = provider::load(&der)
-        .map_err(|e| (File::Key, format!("{}: unusable key: {e}", key.display())))?;
+    let signer = provider::load(&der).map_err(|_| {
+        (
+            File::Key,
+            format!("{}: not an RSA or ECDSA (P-256, P-384) key", key.display()),
+        )
+    })?;
     let pair = CertifiedKey::new(chain, signer);
     match pair.keys_match() {
         Ok(()) => Ok(Arc::new(pair)),
@@ -36,7 +40,12 @@ pub fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, (File, String)
                 cert.display()
             ),
         )),
-        Err(e) => Err((File::Cert, format!("{}: {e}", cert.display()))),
+        // rustls's errors are not formatted: their text costs kilobytes of
+        // flash, and what went wrong is clear enough from here.
+        Err(_) => Err((
+            File::Cert,
+            format!("{}: not a valid X.509 certificate", cert.display()),
+        )),
     }
 }
 
@@ -55,7 +64,12 @@ fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let text = read(path, "certificate")?;
     let chain = CertificateDer::pem_slice_iter(&text)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|_| {
+            format!(
+                "{}: a `CERTIFICATE` section is not valid PEM",
+                path.display()
+            )
+        })?;
     if chain.is_empty() {
         return Err(format!(
             "{}: no `BEGIN CERTIFICATE` section",
@@ -80,7 +94,7 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
             "{}: no `BEGIN PRIVATE KEY`, `BEGIN EC PRIVATE KEY` or `BEGIN RSA PRIVATE KEY` section",
             path.display()
         ),
-        e => format!("{}: {e}", path.display()),
+        _ => format!("{}: the key's section is not valid PEM", path.display()),
     })
 }
 

@@ -3,6 +3,8 @@
 //! worker shares. Built only with the `tls` feature.
 
 pub(crate) mod acceptor;
+pub(crate) mod der;
 pub(crate) mod keys;
 pub(crate) mod provider;
+pub(crate) mod self_signed;
 pub(crate) mod tickets;

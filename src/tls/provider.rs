@@ -25,11 +25,8 @@ pub fn provider() -> CryptoProvider {
     CryptoProvider {
         cipher_suites: vec![
             cipher_suite::TLS13_AES_128_GCM_SHA256,
-            cipher_suite::TLS13_AES_256_GCM_SHA384,
             cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-            cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
             cipher_suite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-            cipher_suite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
         ],
         kx_groups: vec![kx_group::X25519, kx_group::SECP256R1],
         signature_verification_algorithms: WebPkiSupportedAlgorithms {
@@ -69,5 +66,4 @@ pub fn load(der: &PrivateKeyDer<'_>) -> Result<Arc<dyn SigningKey>, rustls::Erro
         return Ok(Arc::new(rsa));
     }
     sign::any_ecdsa_type(der)
-        .map_err(|_| rustls::Error::General("not an RSA or ECDSA (P-256, P-384) key".into()))
 }

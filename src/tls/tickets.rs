@@ -19,7 +19,7 @@ const NAME_LEN: usize = 16;
 pub fn ticketer() -> Result<Arc<dyn ProducesTickets>, String> {
     rustls::TicketRotator::new(TLS_TICKET_KEY_LIFE, Sealer::fresh)
         .map(|r| Arc::new(r) as Arc<dyn ProducesTickets>)
-        .map_err(|e| format!("TLS tickets: {e}"))
+        .map_err(|_| "TLS tickets: no random numbers from the kernel".to_string())
 }
 
 #[derive(Debug)]
