@@ -199,6 +199,8 @@ impl Conn {
         let client = router::Client {
             peer: self.sock.peer,
             local: self.local,
+            #[cfg(feature = "tls")]
+            tls: self.sock.tls.is_some(),
         };
         let routed = match req.body {
             BodyKind::Length(n) if n > MAX_DISCARDED_BODY.max(self.w.config.cgi.max_body) => {
@@ -359,6 +361,8 @@ impl Conn {
         let client = router::Client {
             peer: self.sock.peer,
             local: self.local,
+            #[cfg(feature = "tls")]
+            tls: self.sock.tls.is_some(),
         };
         let mut verdict = None;
         loop {

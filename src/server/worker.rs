@@ -32,6 +32,10 @@ pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, slot: usize, worker
             std::process::exit(1)
         }
     }
+    #[cfg(feature = "tls")]
+    {
+        worker.site.https_port = https_port(config, &listeners);
+    }
     let worker: &'static Worker = Box::leak(Box::new(worker));
     let ex = Rc::new(LocalExecutor::new());
     let code = async_io::block_on(ex.run(run_until_stopped(worker, ex.clone(), listeners)));
@@ -226,6 +230,13 @@ fn tls_acceptor(config: &Config) -> Result<Option<crate::tls::acceptor::Acceptor
         _ if config.tls.enabled() => Err("TLS listener without a certificate".into()),
         _ => Ok(None),
     }
+}
+
+/// The bound port of the first TLS listener (the asked one may be 0).
+#[cfg(feature = "tls")]
+fn https_port(config: &Config, listeners: &[OwnedFd]) -> Option<u16> {
+    let (fd, _) = listeners.iter().zip(&config.listen).find(|(_, l)| l.tls)?;
+    sys::local_addr(fd).ok().map(|a| a.port())
 }
 
 /// SIGHUP: new handshakes get the certificate and key as the files hold
