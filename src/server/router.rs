@@ -192,6 +192,8 @@ pub fn route(
                     peer: client.peer,
                     local: client.local,
                     remote_user: user.as_deref(),
+                    #[cfg(feature = "tls")]
+                    tls: client.tls,
                 };
                 Routed::Cgi(Box::new(Job::new(&site.config.root, script, req, &caller)))
             }
