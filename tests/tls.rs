@@ -212,6 +212,76 @@ fn curl_gets_pages_over_https_and_the_plain_listener_still_answers() {
 }
 
 #[test]
+fn rsa_keys_in_pkcs1_and_ec_keys_in_sec1_serve_too() {
+    let dir = TempDir::new("rsa");
+    let pair = Pair {
+        cert: dir.path().join("rsa.crt"),
+        key: dir.path().join("rsa.key"),
+    };
+    let pkcs8 = dir.path().join("rsa8.key");
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "30",
+        "-subj",
+        "/CN=rsa",
+        "-addext",
+        "subjectAltName=DNS:localhost",
+        "-addext",
+        "basicConstraints=critical,CA:FALSE",
+        "-keyout",
+        pkcs8.to_str().unwrap(),
+        "-out",
+        pair.cert.to_str().unwrap(),
+    ]);
+    openssl(&[
+        "rsa",
+        "-traditional",
+        "-in",
+        pkcs8.to_str().unwrap(),
+        "-out",
+        pair.key.to_str().unwrap(),
+    ]);
+    assert!(
+        std::fs::read_to_string(&pair.key)
+            .unwrap()
+            .contains("BEGIN RSA PRIVATE KEY")
+    );
+    let t = Tls::start(&pair, &[]);
+    t.assert_serves();
+    let (code, _, _) = t.curl("/", &["--tlsv1.2", "--tls-max", "1.2"]);
+    assert_eq!(code, 200, "TLS 1.2 with an RSA key");
+    drop(t);
+    // An EC key as SEC1 (`BEGIN EC PRIVATE KEY`).
+    let ec = make_pair(&dir, "ec");
+    let sec1 = dir.path().join("sec1.key");
+    openssl(&[
+        "ec",
+        "-in",
+        ec.key.to_str().unwrap(),
+        "-out",
+        sec1.to_str().unwrap(),
+    ]);
+    assert!(
+        std::fs::read_to_string(&sec1)
+            .unwrap()
+            .contains("BEGIN EC PRIVATE KEY")
+    );
+    let t = Tls::start(
+        &Pair {
+            cert: ec.cert,
+            key: sec1,
+        },
+        &[],
+    );
+    t.assert_serves();
+}
+
+#[test]
 fn tls_1_0_and_1_1_are_refused_and_alpn_is_http_1_1() {
     let dir = TempDir::new("pair");
     let t = Tls::start(&make_pair(&dir, "device"), &[]);
