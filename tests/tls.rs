@@ -524,6 +524,46 @@ fn sighup_loads_a_new_pair_and_keeps_the_old_one_when_the_new_is_broken() {
     t.assert_serves();
 }
 
+#[test]
+fn a_worker_given_sighup_reloads_the_pair_in_place() {
+    let dir = TempDir::new("pair");
+    let a = make_pair(&dir, "first");
+    let b = make_pair(&dir, "second");
+    let live = Pair {
+        cert: dir.path().join("live.crt"),
+        key: dir.path().join("live.key"),
+    };
+    std::fs::copy(&a.cert, &live.cert).unwrap();
+    std::fs::copy(&a.key, &live.key).unwrap();
+    let t = Tls::start(&live, &[]);
+    let worker = *children(t.server.pid()).first().expect("a worker");
+    let hup = |pid: i32| {
+        let ok = Command::new("kill")
+            .args(["-s", "HUP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    std::fs::copy(&b.cert, &live.cert).unwrap();
+    std::fs::copy(&b.key, &live.key).unwrap();
+    hup(worker);
+    assert!(
+        t.server
+            .wait_log("TLS: certificate", Duration::from_secs(10))
+    );
+    assert_eq!(served_certificate(&t), pem_body(&b.cert));
+    assert_eq!(children(t.server.pid()), [worker], "the same worker");
+    std::fs::write(&live.key, "").unwrap();
+    hup(worker);
+    assert!(
+        t.server
+            .wait_log("keeping the certificate in use", Duration::from_secs(10))
+    );
+    assert_eq!(served_certificate(&t), pem_body(&b.cert));
+    t.assert_serves();
+}
+
 /// Starts the server on a config file; its exit status and stderr.
 fn start_failure(conf: &str) -> (Option<i32>, String) {
     let dir = TempDir::new("badconf");
