@@ -8,9 +8,12 @@ Prints on stdout:
 The caller samples the server's memory between READY and DONE.
 Each connection gets 5 s; opening stops after DEADLINE seconds (default 60),
 the connections not tried by then count as failed.
-Usage: idle_conns.py PORT N HOLD_SECONDS [PATH [DEADLINE]]
+With --tls the connections speak TLS (the certificate is not checked).
+Usage: idle_conns.py [--tls] PORT N HOLD_SECONDS [PATH [DEADLINE]]
 """
+import resource
 import socket
+import ssl
 import sys
 import time
 
@@ -43,11 +46,22 @@ def read_response(sock):
 
 
 def main():
-    port, n, hold = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-    path = sys.argv[4] if len(sys.argv) > 4 else "/index.html"
+    tls = "--tls" in sys.argv
+    argv = [a for a in sys.argv if a != "--tls"]
+    port, n, hold = int(argv[1]), int(argv[2]), float(argv[3])
+    path = argv[4] if len(argv) > 4 else "/index.html"
+    ctx = None
+    if tls:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    # One descriptor per connection, beyond the usual 1024.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 64:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 64), hard))
     req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
            "Connection: keep-alive\r\nUser-Agent: marmoset-bench-idle\r\n\r\n").encode()
-    deadline = time.monotonic() + (float(sys.argv[5]) if len(sys.argv) > 5 else 60)
+    deadline = time.monotonic() + (float(argv[5]) if len(argv) > 5 else 60)
     socks, failed = [], 0
     for _ in range(n):
         if time.monotonic() > deadline:
@@ -57,6 +71,8 @@ def main():
         s.settimeout(5)
         try:
             s.connect(("127.0.0.1", port))
+            if ctx:
+                s = ctx.wrap_socket(s)
             s.sendall(req)
             if read_response(s):
                 socks.append(s)
@@ -72,7 +88,7 @@ def main():
         s.setblocking(False)
         try:
             still += 0 if s.recv(1) == b"" else 1  # data would be unexpected; count as open
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantReadError):
             still += 1
         except OSError:
             pass

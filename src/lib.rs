@@ -4,6 +4,7 @@
 //!
 //! - `limits`, `values`, `sys`: bounds, setting parsers, Unix calls
 //!   (`no_unwind`: the stack walker the static musl builds leave out);
+//! - `tls` (with the `tls` feature): certificates and the rustls settings;
 //! - `http`: the protocol without I/O (requests, paths, conditions, heads);
 //! - `policy`: address rules, Basic auth, per-path header rules;
 //! - `files`: the document root, the file cache, listings;
@@ -35,4 +36,6 @@ mod policy;
 pub mod process;
 mod server;
 mod sys;
+#[cfg(feature = "tls")]
+mod tls;
 mod values;

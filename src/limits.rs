@@ -130,3 +130,37 @@ pub const LISTING_FRESH: Duration = Duration::from_secs(1);
 /// this long before closing an idle connection for a new client: another
 /// worker with room takes the client meanwhile.
 pub const RECLAIM_AFTER: Duration = Duration::from_millis(100);
+
+/// TLS: sessions the server remembers per worker for TLS 1.2 resumption
+/// by session id (a few hundred bytes each); the oldest go first. TLS 1.3
+/// clients resume with tickets, which the server does not store.
+#[cfg(feature = "tls")]
+pub const TLS_SESSIONS: usize = 256;
+
+/// TLS 1.3 tickets sent after a full handshake: one is enough for a
+/// browser's next connection, each costs a record and a few hundred bytes.
+#[cfg(feature = "tls")]
+pub const TLS_TICKETS: usize = 1;
+
+/// TLS tickets are sealed under a key used this long (seconds), then
+/// replaced; a ticket is accepted for twice this. Six hours, as rustls's
+/// own ticketer: a stolen key opens a few hours of sessions at most.
+#[cfg(feature = "tls")]
+pub const TLS_TICKET_KEY_LIFE: u32 = 6 * 60 * 60;
+
+/// TLS: received bytes are read this much at a time. A ClientHello fits
+/// one read; a connection's buffer grows by this while a record comes in
+/// and is freed once it is decrypted, so an idle connection holds none.
+#[cfg(feature = "tls")]
+pub const TLS_READ: usize = 4096;
+
+/// TLS: the most received bytes held before they decrypt to something: a
+/// handshake message may span records (rustls allows 64 KiB), an
+/// application record is at most 16 KiB plus its overhead.
+#[cfg(feature = "tls")]
+pub const TLS_HELD: usize = 0xffff + 5 + 256;
+
+/// TLS: plaintext encrypted per record going out, so a record and its
+/// overhead (at most 29 bytes for TLS 1.2 AES-GCM) fit one output buffer.
+#[cfg(feature = "tls")]
+pub const TLS_CHUNK: usize = OUT_BUF - 64;

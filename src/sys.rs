@@ -89,6 +89,17 @@ pub struct Identity {
     name: String,
 }
 
+impl Identity {
+    /// Who files made now should belong to, so that they can still be
+    /// read after the drop: the user's ids, when running as root.
+    #[cfg(feature = "tls")]
+    pub fn owner_after_drop(&self) -> Option<(u32, u32)> {
+        Uid::effective()
+            .is_root()
+            .then(|| (self.uid.as_raw(), self.gid.as_raw()))
+    }
+}
+
 /// Which of the two names a lookup failed on.
 #[derive(Debug, PartialEq)]
 pub enum Name {

@@ -113,6 +113,9 @@ pub struct Caller<'a> {
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub remote_user: Option<&'a str>,
+    /// The request came over TLS.
+    #[cfg(feature = "tls")]
+    pub tls: bool,
 }
 
 impl Job {
@@ -181,6 +184,15 @@ impl Job {
                     .to_string_lossy()
                     .into_owned(),
             ));
+        }
+        // As Apache and nginx set them: scripts build absolute URLs from these.
+        #[cfg(feature = "tls")]
+        {
+            let scheme = if caller.tls { "https" } else { "http" };
+            env.push(("REQUEST_SCHEME".into(), scheme.into()));
+            if caller.tls {
+                env.push(("HTTPS".into(), "on".into()));
+            }
         }
         if let Some(n) = content_length {
             env.push(("CONTENT_LENGTH".into(), n.to_string()));
@@ -273,6 +285,8 @@ mod tests {
             peer: peer.parse().unwrap(),
             local: "192.0.2.1:8080".parse().unwrap(),
             remote_user: None,
+            #[cfg(feature = "tls")]
+            tls: false,
         };
         Job::new(Path::new("/www"), script, &req, &caller).env
     }

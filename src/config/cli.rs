@@ -54,19 +54,29 @@ Serves a directory over HTTP/1.1: a small, static server for device web UIs.
 
 Every setting of the config file is also a flag: `key value` in the file is
 `--key value` here, and flags win over the file. Switches (chroot, daemon,
-listing, syslog) need no value on the command line.
+listing, syslog, tls-self-signed, redirect-https) need no value on the
+command line.
 
   --config FILE                config file (default /etc/marmoset/marmoset.conf, if it exists)
   --check-config               validate the configuration and exit
   --help, -h / --version, -V
 
 Listening and files:
-  --listen ADDR:PORT           address to listen on; repeatable (default 0.0.0.0:80, [::]:80)
+  --listen ADDR:PORT           address to listen on; repeatable (default 0.0.0.0:80, [::]:80);
+                               \"ADDR:PORT tls\" for HTTPS
   --allowed-hosts NAMES        the device's names; other Host names get 421 (default off)
   --root DIR                   document root (default /www)
   --index NAMES                directory index files (default index.html)
   --symlinks inside|anywhere   where symlinks may lead (default inside)
   --listing                    HTML directory listings (default off)
+
+HTTPS (in a build with the `tls` feature):
+  --tls-cert FILE              certificate chain, PEM, the server's first
+  --tls-key FILE               its key, PEM (PKCS#8, SEC1 or PKCS#1), not encrypted
+  --tls-self-signed            make a P-256 key and certificate if both files are absent
+  --tls-names NAMES            names and addresses for that certificate, besides
+                               the host name and localhost
+  --redirect-https             plain listeners answer 308 to https:// (not ACME challenges)
 
 Connections and timeouts:
   --workers N                  worker processes (default 1)
@@ -107,7 +117,8 @@ Access control (first matching rule wins):
   --allow PREFIX BLOCK         by address or CIDR, or `all`
   --deny PREFIX BLOCK          by address or CIDR, or `all`
 
-Signals: TERM/INT stop gracefully, HUP reopens the access log and reloads the config.
+Signals: TERM/INT stop gracefully, HUP reopens the access log and reloads the
+config (and the TLS certificate and key).
 ";
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Action, ConfigError> {
@@ -135,6 +146,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Action, ConfigE
     for (key, value) in &settings {
         applier.apply(key, value, &Origin::Flag)?;
     }
+    config.tls.finish()?;
     // Scripts run in their own directory, and the root is named in their
     // environment: a relative root would point elsewhere from there.
     config.root = std::path::absolute(&config.root).map_err(|e| ConfigError {

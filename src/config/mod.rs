@@ -16,12 +16,13 @@ use crate::policy::{access, auth};
 use crate::values::{parse_bool, parse_count, parse_path, parse_range, parse_secs};
 
 pub mod cli;
+pub mod tls;
 
 pub const DEFAULT_CONFIG: &str = "/etc/marmoset/marmoset.conf";
 
 #[derive(Debug)]
 pub struct Config {
-    pub listen: Vec<SocketAddr>,
+    pub listen: Vec<Listen>,
     /// `None`: any name in `Host` is answered.
     pub allowed_hosts: Option<AllowedHosts>,
     pub root: PathBuf,
@@ -49,6 +50,7 @@ pub struct Config {
     /// Address rules, first match wins.
     pub access: Vec<access::Rule>,
     pub realms: Vec<auth::Realm>,
+    pub tls: tls::Settings,
     /// What was accepted but is probably not what was meant, logged at
     /// start (the logger does not exist yet while the config is read).
     pub warnings: Vec<ConfigError>,
@@ -58,8 +60,8 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: vec![
-                SocketAddr::from(([0, 0, 0, 0], 80)),
-                SocketAddr::from(([0u16; 8], 80)),
+                Listen::plain(SocketAddr::from(([0, 0, 0, 0], 80))),
+                Listen::plain(SocketAddr::from(([0u16; 8], 80))),
             ],
             allowed_hosts: None,
             root: PathBuf::from("/www"),
@@ -85,6 +87,7 @@ impl Default for Config {
             cgi: cgi::Settings::default(),
             access: Vec::new(),
             realms: Vec::new(),
+            tls: tls::Settings::default(),
             warnings: Vec::new(),
         }
     }
@@ -123,6 +126,19 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+/// An address to listen on, and whether it speaks TLS.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Listen {
+    pub addr: SocketAddr,
+    pub tls: bool,
+}
+
+impl Listen {
+    pub fn plain(addr: SocketAddr) -> Listen {
+        Listen { addr, tls: false }
     }
 }
 
@@ -211,6 +227,11 @@ pub const KEYS: &[&str] = &[
     "auth",
     "allow",
     "deny",
+    "tls-cert",
+    "tls-key",
+    "tls-self-signed",
+    "tls-names",
+    "redirect-https",
 ];
 
 fn is_setting(key: &str) -> bool {
@@ -219,7 +240,10 @@ fn is_setting(key: &str) -> bool {
 
 /// Keys that take no value on the command line (`--syslog` means `syslog on`).
 pub fn is_switch(key: &str) -> bool {
-    matches!(key, "chroot" | "daemon" | "syslog" | "listing")
+    matches!(
+        key,
+        "chroot" | "daemon" | "syslog" | "listing" | "tls-self-signed" | "redirect-https"
+    )
 }
 
 /// Keys that may repeat; each source's first use replaces the earlier list.
@@ -253,6 +277,7 @@ impl<'a> Applier<'a> {
         if is_list(key) && !self.lists_seen.contains(&"listen") {
             self.lists_seen.push("listen");
             self.config.listen.clear();
+            self.config.tls.listener = None;
         }
         let mut warning = None;
         set(self.config, key, value, origin, &mut warning).map_err(err)?;
@@ -270,7 +295,14 @@ fn set(
     warning_out: &mut Option<String>,
 ) -> Result<(), String> {
     match key {
-        "listen" => c.listen.push(parse_addr(value)?),
+        "listen" => {
+            let listen = parse_listen(value)?;
+            if listen.tls && c.tls.listener.is_none() {
+                c.tls.listener = Some(origin.clone());
+            }
+            c.listen.push(listen);
+        }
+        k if tls::is_key(k) => c.tls.apply(key, value, origin)?,
         "allowed-hosts" => {
             c.allowed_hosts = match value {
                 "off" => None,
@@ -383,9 +415,25 @@ pub fn apply_file(config: &mut Config, path: &Path, text: &str) -> Result<(), Co
     Ok(())
 }
 
-fn parse_addr(v: &str) -> Result<SocketAddr, String> {
-    v.parse()
-        .map_err(|_| format!("`{v}` is not ADDR:PORT (e.g. 0.0.0.0:80 or [::]:80)"))
+/// `ADDR:PORT`, or `ADDR:PORT tls` for HTTPS.
+fn parse_listen(v: &str) -> Result<Listen, String> {
+    let (addr, tls) = match v.split_once(|c: char| c.is_ascii_whitespace()) {
+        Some((addr, "tls")) => (addr, true),
+        Some((_, other)) => {
+            return Err(format!(
+                "expected `tls` after the address, got `{}`",
+                other.trim()
+            ));
+        }
+        None => (v, false),
+    };
+    if tls && !cfg!(feature = "tls") {
+        return Err(tls::NOT_BUILT.into());
+    }
+    let addr = addr
+        .parse()
+        .map_err(|_| format!("`{addr}` is not ADDR:PORT (e.g. 0.0.0.0:80 or [::]:80)"))?;
+    Ok(Listen { addr, tls })
 }
 
 fn parse_account(v: &str, origin: &Origin) -> Result<Account, String> {
@@ -475,8 +523,49 @@ mod tests {
     }
 
     #[test]
+    fn listeners_may_speak_tls() {
+        let e = load("listen 127.0.0.1:443 tcp\n").unwrap_err();
+        assert_eq!(
+            e,
+            "t.conf:1: listen: expected `tls` after the address, got `tcp`"
+        );
+        if cfg!(feature = "tls") {
+            let c = load("listen 127.0.0.1:80\nlisten 127.0.0.1:443 tls\n").unwrap();
+            assert_eq!(
+                c.listen.iter().map(|l| l.tls).collect::<Vec<_>>(),
+                [false, true]
+            );
+            assert!(c.tls.enabled());
+            let e = load("tls-names ok.example bad/name\n").unwrap_err();
+            assert_eq!(
+                e,
+                "t.conf:1: tls-names: `bad/name` is not a host name or IP address"
+            );
+        }
+    }
+
+    #[test]
+    #[cfg(not(feature = "tls"))]
+    fn a_build_without_tls_refuses_every_tls_setting() {
+        for (line, key) in [
+            ("listen 0.0.0.0:443 tls", "listen"),
+            ("tls-cert /etc/marmoset/cert.pem", "tls-cert"),
+            ("tls-key /etc/marmoset/key.pem", "tls-key"),
+            ("tls-self-signed on", "tls-self-signed"),
+            ("tls-names device.lan", "tls-names"),
+            ("redirect-https on", "redirect-https"),
+        ] {
+            let e = load(&format!("root /www\n{line}\n")).unwrap_err();
+            assert_eq!(e, format!("t.conf:2: {key}: {}", tls::NOT_BUILT));
+        }
+    }
+
+    #[test]
     fn a_list_from_a_new_source_replaces_the_default() {
         let c = load("listen 127.0.0.1:1\n").unwrap();
-        assert_eq!(c.listen, vec!["127.0.0.1:1".parse().unwrap()]);
+        assert_eq!(
+            c.listen,
+            vec![Listen::plain("127.0.0.1:1".parse().unwrap())]
+        );
     }
 }

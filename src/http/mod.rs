@@ -14,3 +14,5 @@ pub mod range;
 pub mod request;
 pub(crate) mod response;
 pub mod status;
+#[cfg(feature = "tls")]
+pub(crate) mod to_https;

@@ -8,3 +8,5 @@ pub(crate) mod input;
 pub(crate) mod notify;
 pub(crate) mod slots;
 pub(crate) mod sock;
+#[cfg(feature = "tls")]
+pub(crate) mod tls;

@@ -54,6 +54,11 @@ pub fn main() -> ExitCode {
 /// Binds, detaches, drops privileges and hands over to the supervisor.
 fn start(mut config: Config) -> Result<u8, String> {
     let identity = identity(&config).map_err(|e| e.to_string())?;
+    #[cfg(feature = "tls")]
+    crate::process::certificate::make_if_absent(
+        &mut config,
+        identity.as_ref().and_then(sys::Identity::owner_after_drop),
+    )?;
     sys::block_signals().map_err(|e| format!("signals: {e}"))?;
     sys::raise_fd_limit(config.max_connections);
     let sockets = bind_all(&config)?;
@@ -89,7 +94,8 @@ fn start(mut config: Config) -> Result<u8, String> {
     }
     // One worker is the whole server: no supervisor process. A crash is
     // init's to restart (procd respawn, systemd Restart=, inittab respawn).
-    let code = worker::run_alone(config, sockets.into_iter().flatten().collect());
+    let listeners = sockets.into_iter().flatten().collect();
+    let code = worker::run_alone(config, listeners, supervisor::prepare_reload);
     if let Some(p) = pidfile {
         p.remove();
     }
@@ -104,11 +110,15 @@ fn start(mut config: Config) -> Result<u8, String> {
 /// have room (measured: 1000 idle clients on two workers, 16 still served).
 fn bind_all(config: &Config) -> Result<Vec<Vec<OwnedFd>>, String> {
     let mut per_worker: Vec<Vec<OwnedFd>> = (0..config.workers).map(|_| Vec::new()).collect();
-    for &asked in &config.listen {
+    for listen in &config.listen {
+        let asked = listen.addr;
         let socket = sys::listen(asked).map_err(|e| format!("cannot listen on {asked}: {e}"))?;
         // With port 0 the kernel picks one: log the real address.
         let addr = sys::local_addr(&socket).map_err(|e| format!("{asked}: {e}"))?;
-        log::info!("listening on {addr}");
+        log::info!(
+            "listening on {addr}{}",
+            if listen.tls { " (TLS)" } else { "" }
+        );
         for sockets in per_worker.iter_mut().skip(1) {
             sockets.push(socket.try_clone().map_err(|e| format!("{addr}: {e}"))?);
         }

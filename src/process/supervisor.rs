@@ -184,9 +184,13 @@ impl Supervisor {
 
     /// Re-reads the config and replaces the workers.
     fn reload(&mut self) {
-        let Some(new) = cli::reread(&self.config) else {
+        let Some(mut new) = cli::reread(&self.config) else {
             return;
         };
+        if let Err(e) = prepare_reload(&mut new) {
+            log::error!("reload failed, keeping the running configuration: {e}");
+            return;
+        }
         self.config = new;
         let old_workers = std::mem::take(&mut self.workers);
         for (pid, slot) in old_workers {
@@ -211,4 +215,15 @@ impl Supervisor {
             let _ = kill(*pid, sig);
         }
     }
+}
+
+/// What a configuration re-read on SIGHUP needs before it is used: both
+/// files of a made pair were removed, so a new one is made (as the user
+/// the server runs as).
+pub fn prepare_reload(config: &mut Config) -> Result<(), String> {
+    #[cfg(feature = "tls")]
+    crate::process::certificate::make_if_absent(config, None)?;
+    #[cfg(not(feature = "tls"))]
+    let _ = config;
+    Ok(())
 }

@@ -32,8 +32,21 @@ use crate::server::state::Worker;
 
 /// Serves one connection until it closes; `_slot` is its place in the
 /// worker's connection limit, given back when this returns.
-pub async fn serve(w: &'static Worker, stream: Stream, peer: SocketAddr, _slot: Slot<'static>) {
+pub async fn serve(
+    w: &'static Worker,
+    stream: Stream,
+    peer: SocketAddr,
+    _slot: Slot<'static>,
+    #[cfg(feature = "tls")] tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+) {
     let local = stream.get_ref().local_addr().unwrap_or(peer);
+    #[cfg(feature = "tls")]
+    let Ok(tls) = tls
+        .map(|config| crate::net::tls::Tls::new(config, &w.pool).map(|t| Box::new(t.into())))
+        .transpose()
+    else {
+        return;
+    };
     let mut conn = Conn {
         w,
         sock: Sock {
@@ -41,6 +54,8 @@ pub async fn serve(w: &'static Worker, stream: Stream, peer: SocketAddr, _slot: 
             send_timeout: w.config.send_timeout,
             peer,
             deadlines: w.deadlines,
+            #[cfg(feature = "tls")]
+            tls,
         },
         local,
         input: Input::new(&w.pool),
@@ -131,6 +146,8 @@ impl Conn {
                     }
                 }
                 Ok(None) => break,
+                #[cfg(feature = "tls")]
+                Err(End::Refused) => break,
                 Err(_) => return,
             }
         }
@@ -183,6 +200,8 @@ impl Conn {
         let client = router::Client {
             peer: self.sock.peer,
             local: self.local,
+            #[cfg(feature = "tls")]
+            tls: self.sock.tls.is_some(),
         };
         let routed = match req.body {
             BodyKind::Length(n) if n > MAX_DISCARDED_BODY.max(self.w.config.cgi.max_body) => {
@@ -343,6 +362,8 @@ impl Conn {
         let client = router::Client {
             peer: self.sock.peer,
             local: self.local,
+            #[cfg(feature = "tls")]
+            tls: self.sock.tls.is_some(),
         };
         let mut verdict = None;
         loop {
@@ -573,6 +594,9 @@ impl Conn {
             within(
                 self.w.deadlines,
                 Instant::now() + limit,
+                #[cfg(feature = "tls")]
+                self.sock.readable(),
+                #[cfg(not(feature = "tls"))]
                 self.sock.stream.readable(),
             )
             .await
@@ -606,6 +630,8 @@ impl Conn {
     /// a moment, so unread bytes do not turn our close into a reset that would
     /// destroy the response in flight.
     async fn linger(&mut self) {
+        #[cfg(feature = "tls")]
+        self.sock.end_tls().await;
         let _ = self.sock.stream.get_ref().shutdown(Shutdown::Write);
         let deadline = Instant::now() + LINGER_TIME;
         let mut budget = LINGER_BYTES;

@@ -50,6 +50,10 @@ pub struct Site {
     /// allocation per response.
     rule_lines: RefCell<Vec<(Matched, Rc<RuleLines>)>>,
     listing: RefCell<Option<KeptListing>>,
+    /// The port of the first TLS listener, where `redirect-https` sends
+    /// plain requests.
+    #[cfg(feature = "tls")]
+    pub https_port: Option<u16>,
 }
 
 impl Site {
@@ -61,6 +65,8 @@ impl Site {
             auth: RefCell::new(Auth::new(&config.realms, auth::fail_share(slot, workers))),
             rule_lines: RefCell::new(Vec::new()),
             listing: RefCell::new(None),
+            #[cfg(feature = "tls")]
+            https_port: None,
         }
     }
 
@@ -97,6 +103,9 @@ impl Site {
 pub struct Client {
     pub peer: SocketAddr,
     pub local: SocketAddr,
+    /// The request came over TLS.
+    #[cfg(feature = "tls")]
+    pub tls: bool,
 }
 
 /// What the pipeline decided.
@@ -143,6 +152,10 @@ pub fn route(
         }
     };
     let shown = path.shown();
+    #[cfg(feature = "tls")]
+    if let Some(r) = to_https(site, req, client, shown, query) {
+        return Routed::Respond(finish(site, r, path.as_str()));
+    }
     if access::check(&site.config.access, shown, client.peer.ip()) == Verdict::Deny {
         return Routed::Respond(error(site, Status::Forbidden, path.as_str()));
     }
@@ -179,6 +192,8 @@ pub fn route(
                     peer: client.peer,
                     local: client.local,
                     remote_user: user.as_deref(),
+                    #[cfg(feature = "tls")]
+                    tls: client.tls,
                 };
                 Routed::Cgi(Box::new(Job::new(&site.config.root, script, req, &caller)))
             }
@@ -459,6 +474,30 @@ fn listing(site: &Site, path: &CleanPath) -> Response {
             error(site, Status::InternalServerError, path.as_str())
         }
     }
+}
+
+/// `redirect-https`: every request on a plain listener but an ACME
+/// challenge goes to the same URL over HTTPS (308: the method and body
+/// are kept), before any rule or password is looked at.
+#[cfg(feature = "tls")]
+fn to_https(
+    site: &Site,
+    req: &Request<'_>,
+    client: &Client,
+    shown: &str,
+    query: Option<&[u8]>,
+) -> Option<Response> {
+    use crate::http::to_https;
+    if client.tls || site.config.tls.redirect_https.is_none() || to_https::is_acme_challenge(shown)
+    {
+        return None;
+    }
+    let host = req.authority.or_else(|| req.get(Field::Host));
+    let mut location = to_https::location(host, client.local.ip(), site.https_port?, shown);
+    push_query(&mut location, query);
+    let mut r = Response::status(Status::PermanentRedirect);
+    r.status_header = Some(StatusHeader::Location(location));
+    Some(r)
 }
 
 /// A configured redirect for the path, with the query kept.

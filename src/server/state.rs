@@ -38,6 +38,9 @@ pub struct Worker {
     pub stop: Notify,
     /// SIGCHLD arrived: CGI tasks check whether their script has exited.
     pub child_exited: Notify,
+    /// What TLS connections share, when a listener speaks TLS.
+    #[cfg(feature = "tls")]
+    pub tls: Option<crate::tls::acceptor::Acceptor>,
 }
 
 impl Worker {
@@ -64,6 +67,8 @@ impl Worker {
             retiring: Cell::new(false),
             stop: Notify::default(),
             child_exited: Notify::default(),
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 

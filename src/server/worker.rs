@@ -30,15 +30,27 @@ enum Role {
     Alone,
 }
 
+/// What a reload does to a configuration just read before it is used
+/// (makes a missing self-signed pair); the process layer supplies it.
+pub type Prepare = fn(&mut Config) -> Result<(), String>;
+
 /// Runs a forked worker until it is told to stop; never returns.
 pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, slot: usize, workers: usize) -> ! {
     sys::die_with_parent();
-    std::process::exit(serve(config, listeners, slot, workers, Role::Forked))
+    let role = Role::Forked;
+    std::process::exit(serve(config, listeners, slot, workers, role, |_| Ok(())))
 }
 
 /// Runs the whole server in this process (`workers 1`); the exit status.
-pub fn run_alone(config: Config, listeners: Vec<OwnedFd>) -> i32 {
-    serve(Box::leak(Box::new(config)), listeners, 0, 1, Role::Alone)
+pub fn run_alone(config: Config, listeners: Vec<OwnedFd>, prepare: Prepare) -> i32 {
+    serve(
+        Box::leak(Box::new(config)),
+        listeners,
+        0,
+        1,
+        Role::Alone,
+        prepare,
+    )
 }
 
 fn serve(
@@ -47,12 +59,48 @@ fn serve(
     slot: usize,
     workers: usize,
     role: Role,
+    prepare: Prepare,
 ) -> i32 {
     let deadlines: &'static Deadlines = Box::leak(Box::default());
-    let worker: &'static Worker =
-        Box::leak(Box::new(Worker::new(config, slot, workers, deadlines)));
+    #[cfg(feature = "tls")]
+    let https_port = https_port(config, &listeners);
+    #[cfg(not(feature = "tls"))]
+    let https_port = None;
+    let worker = match generation(config, slot, workers, deadlines, https_port) {
+        Ok(w) => w,
+        Err(e) => {
+            log::error!("{e}");
+            return 1;
+        }
+    };
     let ex = Rc::new(LocalExecutor::new());
-    async_io::block_on(ex.run(run_until_stopped(worker, ex.clone(), listeners, role)))
+    async_io::block_on(ex.run(run_until_stopped(
+        worker,
+        ex.clone(),
+        listeners,
+        role,
+        prepare,
+    )))
+}
+
+/// The state of one worker, or of one generation of the one process.
+fn generation(
+    config: &'static Config,
+    slot: usize,
+    workers: usize,
+    deadlines: &'static Deadlines,
+    https_port: Option<u16>,
+) -> Result<&'static Worker, String> {
+    #[allow(unused_mut)]
+    let mut worker = Worker::new(config, slot, workers, deadlines);
+    #[cfg(feature = "tls")]
+    {
+        worker.tls = tls_acceptor(config)?;
+        worker.site.https_port = https_port;
+    }
+    #[cfg(not(feature = "tls"))]
+    let _ = https_port;
+    Ok(Box::leak(Box::new(worker)))
 }
 
 async fn run_until_stopped(
@@ -60,6 +108,7 @@ async fn run_until_stopped(
     ex: Rc<LocalExecutor<'static>>,
     listeners: Vec<OwnedFd>,
     role: Role,
+    prepare: Prepare,
 ) -> i32 {
     let signals = match SignalFd::with_flags(
         &sys::handled_signals(),
@@ -74,9 +123,13 @@ async fn run_until_stopped(
         }
     };
     let mut sockets = Vec::new();
-    for fd in listeners {
+    for (fd, listen) in listeners.into_iter().zip(&first.config.listen) {
+        #[cfg(feature = "tls")]
+        let tls = listen.tls;
+        #[cfg(not(feature = "tls"))]
+        let (_, tls) = (listen, false);
         match Async::new(TcpListener::from(fd)) {
-            Ok(l) => sockets.push(Rc::new(l)),
+            Ok(l) => sockets.push((Rc::new(l), tls)),
             Err(e) => {
                 log::error!("listener: {e}");
                 return 1;
@@ -102,16 +155,20 @@ async fn run_until_stopped(
         match signal.map(|s| Signal::try_from(s.ssi_signo as i32)) {
             Ok(Ok(Signal::SIGTERM | Signal::SIGINT)) => break,
             Ok(Ok(Signal::SIGHUP)) if role == Role::Alone => {
-                if let Some(config) = cli::reread(w.config) {
-                    let config: &'static Config = Box::leak(Box::new(config));
-                    let next = Box::leak(Box::new(Worker::new(config, 0, 1, w.deadlines)));
+                if let Some(next) = reload(w, prepare) {
                     w.set_retiring();
                     old.push(w);
                     w = next;
                     start(w, &ex, &sockets, role);
                 }
             }
-            Ok(Ok(Signal::SIGHUP)) => w.access_log.borrow_mut().reopen(&w.config.access_log),
+            // A forked worker is replaced by the supervisor; a SIGHUP sent to
+            // it too (to the process group) reopens its log and TLS pair.
+            Ok(Ok(Signal::SIGHUP)) => {
+                w.access_log.borrow_mut().reopen(&w.config.access_log);
+                #[cfg(feature = "tls")]
+                reload_tls(w);
+            }
             Ok(Ok(Signal::SIGCHLD)) => {
                 old.iter()
                     .chain([&w])
@@ -132,6 +189,22 @@ async fn run_until_stopped(
     0
 }
 
+/// The next generation, from the configuration as it is now; `None`
+/// (logged) keeps the running one.
+fn reload(w: &'static Worker, prepare: Prepare) -> Option<&'static Worker> {
+    let mut config = cli::reread(w.config)?;
+    #[cfg(feature = "tls")]
+    let https_port = w.site.https_port;
+    #[cfg(not(feature = "tls"))]
+    let https_port = None;
+    let made = prepare(&mut config).and_then(|()| {
+        let config: &'static Config = Box::leak(Box::new(config));
+        generation(config, 0, 1, w.deadlines, https_port)
+    });
+    made.map_err(|e| log::error!("reload failed, keeping the running configuration: {e}"))
+        .ok()
+}
+
 /// A generation's accept loops, and the task that keeps its file cache
 /// current until a reload replaces it (it stops accepting, and each
 /// connection ends after its next response or its keep-alive timeout):
@@ -140,7 +213,7 @@ async fn run_until_stopped(
 fn start(
     w: &'static Worker,
     ex: &Rc<LocalExecutor<'static>>,
-    sockets: &[Rc<Async<TcpListener>>],
+    sockets: &[(Rc<Async<TcpListener>>, bool)],
     role: Role,
 ) {
     ex.spawn(async move {
@@ -156,8 +229,9 @@ fn start(
         }
     })
     .detach();
-    for l in sockets {
-        ex.spawn(accept_loop(w, ex.clone(), l.clone())).detach();
+    for (l, tls) in sockets {
+        ex.spawn(accept_loop(w, ex.clone(), l.clone(), *tls))
+            .detach();
     }
 }
 
@@ -190,7 +264,12 @@ async fn accept_loop(
     w: &'static Worker,
     ex: Rc<LocalExecutor<'static>>,
     listener: Rc<Async<TcpListener>>,
+    tls: bool,
 ) {
+    #[cfg(feature = "tls")]
+    let tls = w.tls.as_ref().filter(|_| tls).map(|a| &a.config);
+    #[cfg(not(feature = "tls"))]
+    let _ = tls;
     let mut last_warning: Option<std::time::Instant> = None;
     loop {
         let slot = loop {
@@ -211,7 +290,15 @@ async fn accept_loop(
             None => return,
             Some(Ok((stream, peer))) => {
                 sys::set_nodelay(stream.get_ref());
-                ex.spawn(conn::serve(w, stream, peer, slot)).detach();
+                ex.spawn(conn::serve(
+                    w,
+                    stream,
+                    peer,
+                    slot,
+                    #[cfg(feature = "tls")]
+                    tls.cloned(),
+                ))
+                .detach();
             }
             // A client gone before we took it (ECONNABORTED and the like): next.
             Some(Err(e)) if !out_of_resources(&e) => log::debug!("accept: {e}"),
@@ -257,6 +344,36 @@ async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
     } else {
         // None is idle yet: wait until one is, or a slot frees.
         future::or(freed, w.idle.entered.notified()).await;
+    }
+}
+
+/// The rustls settings for this worker's TLS listeners, if it has any.
+#[cfg(feature = "tls")]
+fn tls_acceptor(config: &Config) -> Result<Option<crate::tls::acceptor::Acceptor>, String> {
+    match &config.tls.pair {
+        Some(pair) if config.tls.enabled() => {
+            crate::tls::acceptor::Acceptor::new(pair.clone()).map(Some)
+        }
+        _ if config.tls.enabled() => Err("TLS listener without a certificate".into()),
+        _ => Ok(None),
+    }
+}
+
+/// The bound port of the first TLS listener (the asked one may be 0).
+#[cfg(feature = "tls")]
+fn https_port(config: &Config, listeners: &[OwnedFd]) -> Option<u16> {
+    let (fd, _) = listeners.iter().zip(&config.listen).find(|(_, l)| l.tls)?;
+    sys::local_addr(fd).ok().map(|a| a.port())
+}
+
+/// SIGHUP in a forked worker: new handshakes get the certificate and key as
+/// the files hold them now; a pair that does not load is logged and the old
+/// one kept.
+#[cfg(feature = "tls")]
+pub fn reload_tls(w: &Worker) {
+    let settings = &w.config.tls;
+    if let (Some(acceptor), Some(cert), Some(key)) = (&w.tls, &settings.cert, &settings.key) {
+        acceptor.reload(&cert.path, &key.path);
     }
 }
 

@@ -314,7 +314,7 @@ impl Response {
 
 /// Reads one response from a persistent connection (Content-Length framed,
 /// or to close). `head_only`: a HEAD answer has no body whatever its length.
-pub fn read_response(c: &mut TcpStream, head_only: bool) -> Option<Response> {
+pub fn read_response(c: &mut impl Read, head_only: bool) -> Option<Response> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -364,7 +364,7 @@ pub fn read_response(c: &mut TcpStream, head_only: bool) -> Option<Response> {
     Some(r)
 }
 
-fn read_line(c: &mut TcpStream) -> Option<String> {
+fn read_line(c: &mut impl Read) -> Option<String> {
     let mut line = Vec::new();
     let mut byte = [0u8; 1];
     while !line.ends_with(b"\r\n") {
@@ -378,7 +378,7 @@ fn read_line(c: &mut TcpStream) -> Option<String> {
 }
 
 /// Decodes a chunked body strictly (sizes, CRLFs, the final empty line).
-fn read_chunked(c: &mut TcpStream) -> Option<Vec<u8>> {
+fn read_chunked(c: &mut impl Read) -> Option<Vec<u8>> {
     let mut body = Vec::new();
     loop {
         let size = usize::from_str_radix(read_line(c)?.split(';').next()?, 16).ok()?;

@@ -63,6 +63,16 @@ for l in 'include $(TOPDIR)/rules.mk' 'include $(INCLUDE_DIR)/package.mk' 'PKG_B
 done
 check "OpenWrt Makefile includes rust-package.mk" grep -q '^include .*/lang/rust/rust-package.mk$' $OW/Makefile
 
+# HTTPS (the tls cargo feature) in each image builder, off by default.
+check "Buildroot option BR2_PACKAGE_MARMOSET_TLS" hasx $BRP/Config.in "config BR2_PACKAGE_MARMOSET_TLS"
+check "Buildroot: the option adds --features tls" hasx $BRP/marmoset.mk "MARMOSET_CARGO_BUILD_OPTS += --features tls"
+check "Yocto: PACKAGECONFIG[tls], empty by default" \
+	hasx "$RE/marmoset_$VERSION.bb" 'PACKAGECONFIG[tls] = "--features tls"' &&
+	hasx "$RE/marmoset_$VERSION.bb" 'PACKAGECONFIG ??= ""'
+check "OpenWrt: variant marmoset-tls with RUST_PKG_FEATURES:=tls" \
+	hasx $OW/Makefile '$(eval $(call BuildPackage,marmoset-tls))' &&
+	hasx $OW/Makefile '  RUST_PKG_FEATURES:=tls'
+
 # License file hashes (need the LICENSE file at the top of the repo).
 if [ -f LICENSE ]; then
 	s=$(sha256sum LICENSE | cut -d' ' -f1)

@@ -127,6 +127,20 @@ for c in "$EXT"/configs/*_defconfig; do
 		fi
 		rm -rf "$n"
 	fi
+	# The HTTPS option turns the tls cargo feature on.
+	t=$work/o-$name-tls
+	rm -rf "$t"
+	mkdir -p "$t"
+	cp "$o/.config" "$t/.config"
+	"$BR/utils/config" --file "$t/.config" --enable BR2_PACKAGE_MARMOSET_TLS
+	make -s -C "$BR" O="$t" BR2_EXTERNAL="$EXT" olddefconfig >"$work/$name-tls.log" 2>&1
+	tls_opts=$(make -s -C "$t" printvars VARS=MARMOSET_CARGO_BUILD_OPTS 2>/dev/null)
+	if grep -qx BR2_PACKAGE_MARMOSET_TLS=y "$t/.config" && [[ $tls_opts == *"--features tls"* ]]; then
+		ok "$name with BR2_PACKAGE_MARMOSET_TLS: cargo builds --features tls"
+	else
+		bad "$name with BR2_PACKAGE_MARMOSET_TLS: no --features tls ($tls_opts)"
+	fi
+	rm -rf "$t"
 	printvars "$name" MARMOSET_DEPENDENCIES RUSTC_TARGET_NAME TARGET_CROSS PKG_CARGO_ENV \
 		MARMOSET_CARGO_ENV MARMOSET_CARGO_BUILD_OPTS MARMOSET_CARGO_INSTALL_OPTS \
 		MARMOSET_OVERRIDE_SRCDIR MARMOSET_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS RSYNC_VCS_EXCLUSIONS STRIPCMD HOST_DIR \

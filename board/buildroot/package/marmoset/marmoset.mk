@@ -28,6 +28,12 @@ MARMOSET_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS += \
 	--exclude /.cargo/config.toml --exclude /target --exclude /dist \
 	--exclude /tests/out --exclude /bench/out --exclude /fuzz/target
 
+# HTTPS: ring's C and assembly are built by the cross compiler, which
+# pkg-cargo.mk hands to cargo.
+ifeq ($(BR2_PACKAGE_MARMOSET_TLS),y)
+MARMOSET_CARGO_BUILD_OPTS += --features tls
+endif
+
 define MARMOSET_USERS
 	marmoset -1 marmoset -1 * - - - Marmoset HTTP server
 endef

@@ -18,6 +18,12 @@ inherit cargo cargo-update-recipe-crates update-rc.d systemd useradd
 # (same output as `bitbake -c update_crates marmoset`).
 require ${BPN}-crates.inc
 
+# HTTPS (rustls with ring, about 500 KB more): off by default; turn it on
+# with PACKAGECONFIG:append:pn-marmoset = " tls" in local.conf. cargo.bbclass
+# passes PACKAGECONFIG_CONFARGS to cargo build.
+PACKAGECONFIG ??= ""
+PACKAGECONFIG[tls] = "--features tls"
+
 # Cargo.toml's release profile strips the binary; leave that to oe's
 # do_package (debug split, QA "already-stripped").
 export CARGO_PROFILE_RELEASE_STRIP = "false"

@@ -1,0 +1,69 @@
+//! The cryptography the server offers, chosen from ring's for size: what
+//! browsers and curl negotiate, and nothing a server without client
+//! certificates never runs. Measured on the aarch64 build in the README
+//! (Dependencies).
+//!
+//! - Cipher suites: AES-GCM only (TLS 1.3, and TLS 1.2 with ECDHE for
+//!   ECDSA and RSA keys). ChaCha20-Poly1305 is left out: it is 18 KiB, and
+//!   clients without AES instructions still do AES-GCM.
+//! - Key exchange: X25519 and P-256, which every browser offers; not P-384.
+//! - Keys: RSA and ECDSA (P-256, P-384), what certificate authorities
+//!   issue; not Ed25519, which browsers do not accept in certificates.
+//! - No signature verification algorithms: they check client certificates,
+//!   which the server never asks for.
+
+use std::sync::Arc;
+
+use rustls::crypto::ring::{cipher_suite, kx_group, sign};
+use rustls::crypto::{
+    CryptoProvider, GetRandomFailed, KeyProvider, SecureRandom, WebPkiSupportedAlgorithms,
+};
+use rustls::pki_types::PrivateKeyDer;
+use rustls::sign::SigningKey;
+
+pub fn provider() -> CryptoProvider {
+    CryptoProvider {
+        cipher_suites: vec![
+            cipher_suite::TLS13_AES_128_GCM_SHA256,
+            cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+            cipher_suite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        ],
+        kx_groups: vec![kx_group::X25519, kx_group::SECP256R1],
+        signature_verification_algorithms: WebPkiSupportedAlgorithms {
+            all: &[],
+            mapping: &[],
+        },
+        secure_random: &Random,
+        key_provider: &Keys,
+    }
+}
+
+#[derive(Debug)]
+struct Random;
+
+impl SecureRandom for Random {
+    fn fill(&self, buf: &mut [u8]) -> Result<(), GetRandomFailed> {
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), buf)
+            .map_err(|_| GetRandomFailed)
+    }
+}
+
+#[derive(Debug)]
+struct Keys;
+
+impl KeyProvider for Keys {
+    fn load_private_key(
+        &self,
+        der: PrivateKeyDer<'static>,
+    ) -> Result<Arc<dyn SigningKey>, rustls::Error> {
+        load(&der)
+    }
+}
+
+/// An RSA or ECDSA key, as PKCS#1, SEC1 or PKCS#8.
+pub fn load(der: &PrivateKeyDer<'_>) -> Result<Arc<dyn SigningKey>, rustls::Error> {
+    if let Ok(rsa) = sign::RsaSigningKey::new(der) {
+        return Ok(Arc::new(rsa));
+    }
+    sign::any_ecdsa_type(der)
+}

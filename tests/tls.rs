@@ -1,0 +1,761 @@
+//! HTTPS with real clients: curl and `openssl s_client` for what a user's
+//! tools see (names, versions, ALPN, resumption), rustls as a client for
+//! keep-alive and pipelining, raw sockets for broken and hostile
+//! handshakes. Certificates come from `openssl req` or from the server's
+//! own `tls-self-signed`.
+#![cfg(feature = "tls")]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+
+/// A certificate and key made by openssl for `localhost` and 127.0.0.1.
+struct Pair {
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+fn openssl(args: &[&str]) -> std::process::Output {
+    let out = Command::new("openssl")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl is installed");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn make_pair(dir: &TempDir, name: &str) -> Pair {
+    let cert = dir.path().join(format!("{name}.crt"));
+    let key = dir.path().join(format!("{name}.key"));
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "30",
+        "-subj",
+        &format!("/CN={name}"),
+        "-addext",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        // An end-entity certificate, as a server's is (rustls refuses a CA).
+        "-addext",
+        "basicConstraints=critical,CA:FALSE",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        cert.to_str().unwrap(),
+    ]);
+    Pair { cert, key }
+}
+
+/// A server with a plain listener (found by the harness) and a TLS one.
+struct Tls {
+    server: Server,
+    port: u16,
+    ca: PathBuf,
+}
+
+impl Tls {
+    fn start(pair: &Pair, extra: &[&str]) -> Tls {
+        let root = TempDir::new("tlsroot");
+        root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+        Tls::start_in(root, pair, extra)
+    }
+
+    fn start_in(root: TempDir, pair: &Pair, extra: &[&str]) -> Tls {
+        let cert = pair.cert.to_str().unwrap();
+        let key = pair.key.to_str().unwrap();
+        let mut args = vec![
+            "--listen",
+            "127.0.0.1:0",
+            "--listen",
+            "127.0.0.1:0 tls",
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+        ];
+        args.extend_from_slice(extra);
+        let server = Server::start_in(root, &args);
+        let port = tls_port(&server);
+        Tls {
+            server,
+            port,
+            ca: pair.cert.clone(),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("https://localhost:{}{path}", self.port)
+    }
+
+    fn curl(&self, path: &str, extra: &[&str]) -> (u16, String, Vec<u8>) {
+        let url = self.url(path);
+        let mut args = vec!["--cacert", self.ca.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        args.push(&url);
+        curl(&args)
+    }
+
+    /// A TLS client connection checked against the server's certificate.
+    fn connect(&self) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+        let tcp = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let name = ServerName::try_from("localhost").unwrap();
+        let conn = rustls::ClientConnection::new(client_config(&self.ca), name).unwrap();
+        rustls::StreamOwned::new(conn, tcp)
+    }
+
+    /// `openssl s_client` making one HTTP/1.0 request, so that it stays
+    /// until the server has sent everything (TLS 1.3 tickets come last).
+    fn s_client(&self, args: &[&str]) -> String {
+        let connect = format!("127.0.0.1:{}", self.port);
+        let mut child = Command::new("openssl")
+            .args(["s_client", "-connect", &connect, "-servername", "localhost"])
+            .arg("-ign_eof")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("openssl is installed");
+        let _ = child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"HEAD / HTTP/1.0\r\n\r\n");
+        let out = child.wait_with_output().unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+
+    fn assert_serves(&self) {
+        let (code, _, body) = self.curl("/", &[]);
+        assert_eq!(code, 200, "log:\n{}", self.server.log_text());
+        assert!(String::from_utf8_lossy(&body).contains("hello"));
+    }
+}
+
+/// The TLS listener's port, from the log line `listening on ADDR (TLS)`.
+fn tls_port(s: &Server) -> u16 {
+    let found = wait_until(start_deadline(), || s.log_text().contains(" (TLS)"));
+    assert!(found, "no TLS listener; log:\n{}", s.log_text());
+    s.log_text()
+        .lines()
+        .find_map(|l| {
+            let addr = l.split("listening on ").nth(1)?.strip_suffix(" (TLS)")?;
+            addr.rsplit(':').next()?.parse().ok()
+        })
+        .expect("the TLS listener's port")
+}
+
+fn client_config(ca: &Path) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+/// The certificate a new handshake gets, as PEM.
+fn served_certificate(t: &Tls) -> String {
+    let out = t.s_client(&["-showcerts"]);
+    let start = out
+        .find("-----BEGIN CERTIFICATE-----")
+        .expect("a certificate");
+    let end = out.find("-----END CERTIFICATE-----").expect("its end");
+    out[start..end].to_string()
+}
+
+fn pem_body(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let end = text.find("-----END").unwrap();
+    text[..end].to_string()
+}
+
+#[test]
+fn curl_gets_pages_over_https_and_the_plain_listener_still_answers() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start(&make_pair(&dir, "device"), &[]);
+    t.assert_serves();
+    let (code, _, body) = t.curl("/", &["--tlsv1.2", "--tls-max", "1.2"]);
+    assert_eq!((code, body.is_empty()), (200, false), "TLS 1.2");
+    t.server.assert_healthy();
+}
+
+#[test]
+fn rsa_keys_in_pkcs1_and_ec_keys_in_sec1_serve_too() {
+    let dir = TempDir::new("rsa");
+    let pair = Pair {
+        cert: dir.path().join("rsa.crt"),
+        key: dir.path().join("rsa.key"),
+    };
+    let pkcs8 = dir.path().join("rsa8.key");
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "30",
+        "-subj",
+        "/CN=rsa",
+        "-addext",
+        "subjectAltName=DNS:localhost",
+        "-addext",
+        "basicConstraints=critical,CA:FALSE",
+        "-keyout",
+        pkcs8.to_str().unwrap(),
+        "-out",
+        pair.cert.to_str().unwrap(),
+    ]);
+    openssl(&[
+        "rsa",
+        "-traditional",
+        "-in",
+        pkcs8.to_str().unwrap(),
+        "-out",
+        pair.key.to_str().unwrap(),
+    ]);
+    assert!(
+        std::fs::read_to_string(&pair.key)
+            .unwrap()
+            .contains("BEGIN RSA PRIVATE KEY")
+    );
+    let t = Tls::start(&pair, &[]);
+    t.assert_serves();
+    let (code, _, _) = t.curl("/", &["--tlsv1.2", "--tls-max", "1.2"]);
+    assert_eq!(code, 200, "TLS 1.2 with an RSA key");
+    drop(t);
+    // An EC key as SEC1 (`BEGIN EC PRIVATE KEY`).
+    let ec = make_pair(&dir, "ec");
+    let sec1 = dir.path().join("sec1.key");
+    openssl(&[
+        "ec",
+        "-in",
+        ec.key.to_str().unwrap(),
+        "-out",
+        sec1.to_str().unwrap(),
+    ]);
+    assert!(
+        std::fs::read_to_string(&sec1)
+            .unwrap()
+            .contains("BEGIN EC PRIVATE KEY")
+    );
+    let t = Tls::start(
+        &Pair {
+            cert: ec.cert,
+            key: sec1,
+        },
+        &[],
+    );
+    t.assert_serves();
+}
+
+#[test]
+fn tls_1_0_and_1_1_are_refused_and_alpn_is_http_1_1() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start(&make_pair(&dir, "device"), &[]);
+    for old in ["-tls1", "-tls1_1"] {
+        let out = t.s_client(&[old, "-cipher", "DEFAULT@SECLEVEL=0"]);
+        assert!(
+            out.contains("Cipher is (NONE)") && !out.contains("BEGIN CERTIFICATE"),
+            "{old}:\n{out}"
+        );
+    }
+    for (version, name) in [("-tls1_2", "TLSv1.2"), ("-tls1_3", "TLSv1.3")] {
+        let out = t.s_client(&[version, "-alpn", "http/1.1"]);
+        assert!(out.contains(&format!("New, {name}")), "{version}:\n{out}");
+        assert!(out.contains("ALPN protocol: http/1.1"), "{version}:\n{out}");
+    }
+    t.assert_serves();
+}
+
+#[test]
+fn sessions_resume_with_tickets_and_session_ids() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start(&make_pair(&dir, "device"), &[]);
+    let cases: [&[&str]; 3] = [&["-tls1_3"], &["-tls1_2"], &["-tls1_2", "-no_ticket"]];
+    for (i, flags) in cases.iter().enumerate() {
+        let sess = dir.path().join(format!("sess{i}.pem"));
+        let sess = sess.to_str().unwrap();
+        let first = t.s_client(&[flags, &["-sess_out", sess][..]].concat());
+        assert!(first.contains("New, TLS"), "{flags:?}:\n{first}");
+        let again = t.s_client(&[flags, &["-sess_in", sess][..]].concat());
+        assert!(
+            again.contains("Reused, TLS"),
+            "{flags:?} not resumed:\n{again}"
+        );
+    }
+}
+
+#[test]
+fn keep_alive_pipelining_ranges_and_large_files_over_https() {
+    let dir = TempDir::new("pair");
+    let root = TempDir::new("tlsroot");
+    root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    root.write("big.bin", &big);
+    let t = Tls::start_in(root, &make_pair(&dir, "device"), &[]);
+    let mut c = t.connect();
+    // Three requests in one write; the answers come in order.
+    c.write_all(
+        b"GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n\
+          GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=1000-1999\r\n\r\n\
+          HEAD /big.bin HTTP/1.1\r\nHost: t\r\n\r\n",
+    )
+    .unwrap();
+    let a = read_response(&mut c, false).unwrap();
+    assert_eq!((a.status, a.text().contains("hello")), (200, true));
+    let b = read_response(&mut c, false).unwrap();
+    assert_eq!(b.status, 206);
+    assert_eq!(b.body, big[1000..2000]);
+    let h = read_response(&mut c, true).unwrap();
+    assert_eq!(h.header("content-length"), Some("300000"));
+    // The same connection, again, for the whole file (read from disk and
+    // encrypted record by record).
+    c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let whole = read_response(&mut c, false).unwrap();
+    assert_eq!(whole.body.len(), big.len());
+    assert!(whole.body == big, "the file arrives intact");
+    assert_eq!(
+        c.conn.alpn_protocol(),
+        Some(&b"http/1.1"[..]),
+        "ALPN chosen"
+    );
+}
+
+#[test]
+fn scripts_know_they_run_over_https() {
+    let dir = TempDir::new("pair");
+    let root = TempDir::new("tlsroot");
+    root.write("index.html", "hello\n");
+    script(
+        &root,
+        "env",
+        "printf 'Content-Type: text/plain\\r\\n\\r\\n'\n\
+         echo \"HTTPS=$HTTPS SCHEME=$REQUEST_SCHEME PORT=$SERVER_PORT LEN=$CONTENT_LENGTH\"\n\
+         cat >/dev/null\n",
+    );
+    let t = Tls::start_in(root, &make_pair(&dir, "device"), &[]);
+    let (code, _, body) = t.curl("/cgi-bin/env", &["--data-binary", "0123456789"]);
+    assert_eq!(code, 200);
+    assert_eq!(
+        String::from_utf8_lossy(&body).trim(),
+        format!("HTTPS=on SCHEME=https PORT={} LEN=10", t.port)
+    );
+    let r = t.server.get("/cgi-bin/env", &[]);
+    assert_eq!(
+        r.text().trim(),
+        format!("HTTPS= SCHEME=http PORT={} LEN=", t.server.port)
+    );
+}
+
+#[test]
+fn plain_requests_are_redirected_to_https_except_acme_challenges() {
+    let dir = TempDir::new("pair");
+    let root = TempDir::new("tlsroot");
+    root.write("index.html", "hello\n");
+    root.write(".well-known/acme-challenge/tok3n", "tok3n.thumbprint");
+    let t = Tls::start_in(root, &make_pair(&dir, "device"), &["--redirect-https"]);
+    let raw = t
+        .server
+        .raw(b"GET /a%20b/c?x=1&y HTTP/1.1\r\nHost: device.lan:8080\r\nConnection: close\r\n\r\n");
+    assert!(raw.starts_with("HTTP/1.1 308 "), "{raw}");
+    assert!(
+        raw.contains(&format!(
+            "Location: https://device.lan:{}/a%20b/c?x=1&y\r\n",
+            t.port
+        )),
+        "{raw}"
+    );
+    // A Host that is not a name is not echoed.
+    let raw = t
+        .server
+        .raw(b"GET / HTTP/1.1\r\nHost: evil.example/x\r\nConnection: close\r\n\r\n");
+    assert!(
+        raw.contains(&format!("Location: https://127.0.0.1:{}/\r\n", t.port)),
+        "{raw}"
+    );
+    let acme = t.server.get("/.well-known/acme-challenge/tok3n", &[]);
+    assert_eq!(
+        (acme.status, acme.text().as_str()),
+        (200, "tok3n.thumbprint")
+    );
+    // Over HTTPS everything is served.
+    t.assert_serves();
+}
+
+#[test]
+fn the_self_signed_certificate_is_made_once_with_the_names_and_reused() {
+    let dir = TempDir::new("made");
+    let pair = Pair {
+        cert: dir.path().join("tls/cert.pem"),
+        key: dir.path().join("tls/key.pem"),
+    };
+    let extra = [
+        "--tls-self-signed",
+        "--tls-names",
+        "device.lan 192.0.2.7 fd00::7",
+    ];
+    let first = Tls::start(&pair, &extra);
+    assert!(first.server.log_text().contains("self-signed certificate"));
+    use std::os::unix::fs::PermissionsExt;
+    for f in [&pair.cert, &pair.key] {
+        let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+    }
+    let text = openssl(&[
+        "x509",
+        "-in",
+        pair.cert.to_str().unwrap(),
+        "-noout",
+        "-text",
+    ]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    for name in [
+        "DNS:localhost",
+        "DNS:device.lan",
+        "IP Address:192.0.2.7",
+        "IP Address:FD00:0:0:0:0:0:0:7",
+        "ASN1 OID: prime256v1",
+        "ecdsa-with-SHA256",
+    ] {
+        assert!(text.contains(name), "{name} missing:\n{text}");
+    }
+    first.assert_serves();
+    let (code, _, _) = curl(&[
+        "--cacert",
+        pair.cert.to_str().unwrap(),
+        "--resolve",
+        &format!("device.lan:{}:127.0.0.1", first.port),
+        &format!("https://device.lan:{}/", first.port),
+    ]);
+    assert_eq!(code, 200, "the name from tls-names is in the certificate");
+    let made = (
+        std::fs::read(&pair.cert).unwrap(),
+        std::fs::read(&pair.key).unwrap(),
+    );
+    drop(first);
+    let second = Tls::start(&pair, &extra);
+    assert!(!second.server.log_text().contains("self-signed certificate"));
+    let kept = (
+        std::fs::read(&pair.cert).unwrap(),
+        std::fs::read(&pair.key).unwrap(),
+    );
+    assert!(made == kept, "the pair is reused at the next start");
+    second.assert_serves();
+}
+
+#[test]
+fn sighup_loads_a_new_pair_and_keeps_the_old_one_when_the_new_is_broken() {
+    let dir = TempDir::new("pair");
+    let a = make_pair(&dir, "first");
+    let b = make_pair(&dir, "second");
+    let live = Pair {
+        cert: dir.path().join("live.crt"),
+        key: dir.path().join("live.key"),
+    };
+    std::fs::copy(&a.cert, &live.cert).unwrap();
+    std::fs::copy(&a.key, &live.key).unwrap();
+    let t = Tls::start(&live, &[]);
+    assert_eq!(served_certificate(&t), pem_body(&a.cert));
+    // A connection open across the reload gets its next answer.
+    let mut open = t.connect();
+    open.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut open, false).unwrap().status, 200);
+
+    std::fs::copy(&b.cert, &live.cert).unwrap();
+    std::fs::copy(&b.key, &live.key).unwrap();
+    t.server.signal("HUP");
+    let renewed = wait_until(Duration::from_secs(10), || {
+        served_certificate(&t) == pem_body(&b.cert)
+    });
+    assert!(
+        renewed,
+        "new handshakes get the new pair; log:\n{}",
+        t.server.log_text()
+    );
+    open.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut open, false).unwrap().status, 200);
+
+    // A key that does not match: logged, and the pair in use stays.
+    std::fs::copy(&a.key, &live.key).unwrap();
+    t.server.signal("HUP");
+    assert!(t.server.wait_log("reload failed", Duration::from_secs(10)));
+    assert!(
+        t.server
+            .log_text()
+            .contains("is not the key of the certificate")
+    );
+    assert_eq!(served_certificate(&t), pem_body(&b.cert));
+    t.assert_serves();
+}
+
+/// With several workers, a SIGHUP that reaches the workers themselves (sent
+/// to the process group) reloads the pair in each, in place.
+#[test]
+fn workers_given_sighup_reload_the_pair_in_place() {
+    let dir = TempDir::new("pair");
+    let a = make_pair(&dir, "first");
+    let b = make_pair(&dir, "second");
+    let live = Pair {
+        cert: dir.path().join("live.crt"),
+        key: dir.path().join("live.key"),
+    };
+    std::fs::copy(&a.cert, &live.cert).unwrap();
+    std::fs::copy(&a.key, &live.key).unwrap();
+    let t = Tls::start(&live, &["--workers", "2"]);
+    assert!(wait_until(Duration::from_secs(10), || children(
+        t.server.pid()
+    )
+    .len()
+        == 2));
+    let workers = children(t.server.pid());
+    let hup = |pid: i32| {
+        let ok = Command::new("kill")
+            .args(["-s", "HUP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    let logged = |needle: &str| {
+        wait_until(Duration::from_secs(10), || {
+            t.server.log_text().matches(needle).count() == workers.len()
+        })
+    };
+    std::fs::copy(&b.cert, &live.cert).unwrap();
+    std::fs::copy(&b.key, &live.key).unwrap();
+    workers.iter().for_each(|&w| hup(w));
+    assert!(logged("TLS: certificate"), "{}", t.server.log_text());
+    for _ in 0..4 {
+        assert_eq!(served_certificate(&t), pem_body(&b.cert));
+    }
+    assert_eq!(children(t.server.pid()), workers, "the same workers");
+    std::fs::write(&live.key, "").unwrap();
+    workers.iter().for_each(|&w| hup(w));
+    assert!(
+        logged("keeping the certificate in use"),
+        "{}",
+        t.server.log_text()
+    );
+    for _ in 0..4 {
+        assert_eq!(served_certificate(&t), pem_body(&b.cert));
+    }
+    t.assert_serves();
+}
+
+/// Starts the server on a config file; its exit status and stderr.
+fn start_failure(conf: &str) -> (Option<i32>, String) {
+    let dir = TempDir::new("badconf");
+    let path = dir.write("m.conf", conf);
+    let mut child = command()
+        .arg("--config")
+        .arg(&path)
+        .args(["--root", dir.path().to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + start_deadline();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    (
+        status,
+        err.replace(&format!("{}/", dir.path().display()), ""),
+    )
+}
+
+#[test]
+fn a_bad_certificate_or_key_is_a_config_error_at_its_line() {
+    let dir = TempDir::new("pairs");
+    let a = make_pair(&dir, "a");
+    let b = make_pair(&dir, "b");
+    let encrypted = dir.path().join("enc.key");
+    openssl(&[
+        "pkcs8",
+        "-topk8",
+        "-in",
+        a.key.to_str().unwrap(),
+        "-out",
+        encrypted.to_str().unwrap(),
+        "-passout",
+        "pass:secret",
+    ]);
+    let empty = dir.write("empty.pem", "");
+    let unreadable = dir.path().join("a-directory");
+    std::fs::create_dir(&unreadable).unwrap();
+    let p = |x: &Path| x.to_str().unwrap().to_string();
+    let cases = [
+        (
+            p(&a.cert),
+            p(&b.key),
+            4,
+            "tls-key",
+            "is not the key of the certificate",
+        ),
+        (p(&a.cert), p(&encrypted), 4, "tls-key", "is encrypted"),
+        (p(&a.cert), p(&empty), 4, "tls-key", "is empty"),
+        (p(&empty), p(&a.key), 3, "tls-cert", "is empty"),
+        (p(&unreadable), p(&a.key), 3, "tls-cert", "cannot read"),
+        (p(&a.cert), p(&unreadable), 4, "tls-key", "cannot read"),
+        (
+            p(&a.key),
+            p(&a.key),
+            3,
+            "tls-cert",
+            "no `BEGIN CERTIFICATE` section",
+        ),
+    ];
+    for (cert, key, line, setting, problem) in cases {
+        let conf =
+            format!("listen 127.0.0.1:0\nlisten 127.0.0.1:0 tls\ntls-cert {cert}\ntls-key {key}\n");
+        let (status, err) = start_failure(&conf);
+        assert_eq!(status, Some(2), "{err}");
+        assert!(
+            err.contains(&format!("m.conf:{line}: {setting}: ")) && err.contains(problem),
+            "expected `{problem}` at line {line}:\n{err}"
+        );
+    }
+    let (status, err) = start_failure("listen 127.0.0.1:0 tls\n");
+    assert_eq!(status, Some(2));
+    assert!(
+        err.contains("m.conf:1: listen: a TLS listener needs"),
+        "{err}"
+    );
+    let (status, err) = start_failure("listen 127.0.0.1:0\nredirect-https on\n");
+    assert_eq!(status, Some(2));
+    assert!(
+        err.contains("m.conf:2: redirect-https: needs a TLS listener"),
+        "{err}"
+    );
+}
+
+/// Reads until the server closes; `Err` if it reset the connection.
+fn until_closed(c: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut got = Vec::new();
+    c.read_to_end(&mut got)?;
+    Ok(got)
+}
+
+#[test]
+fn plain_http_garbage_and_truncated_hellos_get_a_clean_close() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start(&make_pair(&dir, "device"), &["--header-timeout", "3"]);
+    let open = || {
+        let c = TcpStream::connect(("127.0.0.1", t.port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c
+    };
+    // Plain HTTP on the TLS port: no bytes back, a close without a reset.
+    let mut c = open();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let started = Instant::now();
+    assert_eq!(until_closed(&mut c).unwrap(), b"");
+    assert!(started.elapsed() < Duration::from_secs(3), "closed at once");
+
+    // A handshake record of garbage: an alert, then the close.
+    let mut c = open();
+    c.write_all(b"\x16\x03\x01\x00\x10garbage-garbage!")
+        .unwrap();
+    let got = until_closed(&mut c).unwrap();
+    assert!(
+        got.is_empty() || got[0] == 0x15,
+        "an alert or nothing: {got:?}"
+    );
+
+    // The first half of a real ClientHello, then the end of the stream.
+    let name = ServerName::try_from("localhost").unwrap();
+    let mut hello = Vec::new();
+    rustls::ClientConnection::new(client_config(&t.ca), name)
+        .unwrap()
+        .write_tls(&mut hello)
+        .unwrap();
+    let mut c = open();
+    c.write_all(&hello[..hello.len() / 2]).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(until_closed(&mut c).unwrap(), b"");
+
+    // Half of it and then silence: closed at the head timeout.
+    let mut c = open();
+    c.write_all(&hello[..hello.len() / 2]).unwrap();
+    let started = Instant::now();
+    assert_eq!(until_closed(&mut c).unwrap(), b"");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(8),
+        "a slow handshake counts against the head timeout: {waited:?}"
+    );
+    t.assert_serves();
+}
+
+#[test]
+fn a_thousand_half_open_handshakes_do_not_stop_a_normal_client() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start(&make_pair(&dir, "device"), &["--max-connections", "2000"]);
+    let name = ServerName::try_from("localhost").unwrap();
+    let mut hello = Vec::new();
+    rustls::ClientConnection::new(client_config(&t.ca), name)
+        .unwrap()
+        .write_tls(&mut hello)
+        .unwrap();
+    let mut held = Vec::new();
+    for _ in 0..1000 {
+        let mut c = TcpStream::connect(("127.0.0.1", t.port)).unwrap();
+        c.write_all(&hello[..hello.len() - 10]).unwrap();
+        held.push(c);
+    }
+    // Every one has been taken up by the server (it answers none).
+    // One worker: the server's own process.
+    let taken = wait_until(Duration::from_secs(20), || fd_count(t.server.pid()) >= 1000);
+    assert!(taken, "the worker holds the half-open connections");
+    t.assert_serves();
+    let mut c = t.connect();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut c, false).unwrap().status, 200);
+    drop(held);
+}
