@@ -211,6 +211,9 @@ if [ ! -d "$work/vendor-$lockkey/VENDOR" ]; then
 	rm -rf "$work"/vendor-*
 	mkdir -p "$work/vendor-$lockkey/.cargo"
 	cp Cargo.toml Cargo.lock "$work/vendor-$lockkey/"
+	# The crates patched in-tree ([patch.crates-io] paths) are part of the
+	# tarball, as their registry dependencies are of what cargo vendors.
+	mkdir -p "$work/vendor-$lockkey/board" && cp -r board/patched "$work/vendor-$lockkey/board/"
 	mkdir -p "$work/vendor-$lockkey/src" && echo 'fn main() {}' >"$work/vendor-$lockkey/src/main.rs"
 	(cd "$work/vendor-$lockkey" && CARGO_HOME=$work/cargo-home-vendor cargo vendor --locked VENDOR \
 		>.cargo/config.toml 2>"$work/vendor.log") || bad "cargo vendor ($work/vendor.log)"
