@@ -161,8 +161,10 @@ impl Root {
             Ok(fd) => {
                 // Another directory now (a remounted partition, a symlink
                 // switched): the cache and its watches describe the old one.
+                // stat field types differ between targets (32-bit glibc, musl).
+                #[allow(clippy::unnecessary_cast)]
                 let id = nix::sys::stat::fstat(&fd)
-                    .map(|st| (st.st_dev, st.st_ino))
+                    .map(|st| (st.st_dev as u64, st.st_ino as u64))
                     .ok();
                 if self.identity.replace(id) != id {
                     self.cache.clear();

@@ -215,8 +215,12 @@ if [ ! -d "$work/vendor-$lockkey/VENDOR" ]; then
 	# tarball, as their registry dependencies are of what cargo vendors.
 	mkdir -p "$work/vendor-$lockkey/board" && cp -r board/patched "$work/vendor-$lockkey/board/"
 	mkdir -p "$work/vendor-$lockkey/src" && echo 'fn main() {}' >"$work/vendor-$lockkey/src/main.rs"
-	(cd "$work/vendor-$lockkey" && CARGO_HOME=$work/cargo-home-vendor cargo vendor --locked VENDOR \
-		>.cargo/config.toml 2>"$work/vendor.log") || bad "cargo vendor ($work/vendor.log)"
+	if ! (cd "$work/vendor-$lockkey" && CARGO_HOME=$work/cargo-home-vendor cargo vendor --locked VENDOR \
+		>.cargo/config.toml 2>"$work/vendor.log"); then
+		bad "cargo vendor ($work/vendor.log)"
+		# Not kept for the next run: it is complete or it is not there.
+		mv "$work/vendor-$lockkey" "$work/vendor-failed"
+	fi
 fi
 # What cargo-post-process leaves: VENDOR/ and the .cargo/config.toml it writes,
 # which replaces the project's.
