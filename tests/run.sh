@@ -97,7 +97,7 @@ stage_packaging() {
 }
 
 stage_browser() {
-	MARMOSET_BIN=target/release/marmoset tests/browser/run.sh
+	MARMOSET_BIN=${CARGO_TARGET_DIR:-target}/release/marmoset tests/browser/run.sh
 }
 
 # The integration tests again, against cross-built binaries under qemu-user.

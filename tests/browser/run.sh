@@ -4,13 +4,20 @@
 #   tests/browser/run.sh            (from anywhere; MARMOSET_BIN overrides
 #                                    ${CARGO_TARGET_DIR:-target}/release/marmoset)
 #
-# Three runs of ui.test.mjs:
+# Four runs of ui.test.mjs:
 #  1. the status CGI replaced by a stub printing fixed JSON (hostname "testbox"): known values;
 #  2. the same server with the shipped cgi-bin/status: live values, every one must be real;
 #  3. the server started exactly as README.md's first command does ("Two commands": cargo run
 #     --release -- --root rootfs-overlay/www --listen 127.0.0.1:8080, from the repository root,
 #     read out of README.md), the page at that address with live values, as a new user sees it.
 #     Fails at once if something already listens on that port.
+#  4. HTTPS: the TLS build (cargo build --release --locked --features tls; MARMOSET_TLS_BIN
+#     overrides) on the bundled UI (--root rootfs-overlay/www) with a config file holding a plain
+#     and a TLS listener, `tls-self-signed on` (the pair made in a temp dir at start) and
+#     `redirect-https on`: curl --cacert with the made certificate gets the page from
+#     https://127.0.0.1:PORT/, the plain port answers 308 to the https URL, and Chromium, trusting
+#     that certificate's key and no other, loads the page over TLS with live values as in run 2.
+#     The default build is put back at its path afterwards (cargo build --release --locked).
 # Screenshots go to tests/out/browser/. Installs chromium and the node packages (npm ci) when
 # they are missing; never downloads a browser of its own.
 # Ends with one line: "PASS: browser ..." (exit 0) or "FAIL: browser ..." (exit 1).
@@ -208,5 +215,64 @@ rpid=''
 busy=$(ss -Hltn "sport = :$readme_port" 2>/dev/null)
 [ -z "$busy" ] || fail "port $readme_port still in use after stopping '$readme': $busy"
 
-echo "PASS: browser UI test (stub and live status rendered, also from README.md's first command on $url/; no console/page/request errors, outage shown and recovered; screenshots in tests/out/browser/)"
+# 8. HTTPS, with the TLS build. Built here (the stages before build the default one), copied
+#    aside, and the default build put back at its path for whatever runs after this test.
+tls_bin=${MARMOSET_TLS_BIN:-}
+if [ -z "$tls_bin" ]; then
+  echo "building the TLS build (cargo build --release --locked --features tls)" >&2
+  cargo build --release --locked --features tls >&2 || fail "cargo build --release --locked --features tls failed"
+  cp "${CARGO_TARGET_DIR:-target}/release/marmoset" "$tmp/marmoset-tls" || fail "the TLS build is missing"
+  cargo build --release --locked >&2 || fail "cargo build --release --locked (the default build back) failed"
+  tls_bin=$tmp/marmoset-tls
+fi
+[ -x "$tls_bin" ] || fail "$tls_bin is not an executable"
+# The pair's files are absent: tls-self-signed makes them at start.
+mkdir -p "$tmp/tls"
+cat > "$tmp/https.conf" <<EOF
+listen 127.0.0.1:0
+listen 127.0.0.1:0 tls
+tls-cert $tmp/tls/cert.pem
+tls-key $tmp/tls/key.pem
+tls-self-signed on
+tls-names 127.0.0.1
+redirect-https on
+workers 1
+EOF
+start_server "$tmp/https.log" "$tls_bin" --config "$tmp/https.conf" --root rootfs-overlay/www
+pid=$!
+end=$(($(date +%s) + START_DEADLINE))
+plain_port='' tls_port=''
+while :; do
+  plain_port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)
+  tls_port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\) (TLS)$/\1/p' "$log" | head -n 1)
+  [ -n "$plain_port" ] && [ -n "$tls_port" ] && break
+  group_alive "$pid" || { wait "$pid"; fail "the TLS build exited (status $?) before listening"; }
+  [ "$(date +%s)" -lt "$end" ] || fail "no plain and TLS 'listening on' lines from the TLS build within ${START_DEADLINE}s"
+  sleep 0.05
+done
+https_url="https://127.0.0.1:$tls_port"
+echo "TLS build listening on 127.0.0.1:$plain_port (plain) and 127.0.0.1:$tls_port (TLS)" >&2
+for f in cert key; do
+  [ "$(stat -c %a "$tmp/tls/$f.pem" 2>/dev/null)" = 600 ] || fail "tls-self-signed made no $f.pem of mode 0600 in $tmp/tls"
+done
+# The made certificate verifies for the address: curl checks the chain and the name.
+code=$(curl -s -o "$tmp/https-index.html" -w '%{http_code}' --max-time 10 --cacert "$tmp/tls/cert.pem" "$https_url/")
+[ "$code" = 200 ] || fail "curl --cacert (the made certificate) $https_url/ answered '$code'"
+grep -q 'id="hostname"' "$tmp/https-index.html" || fail "$https_url/ is not the demo UI's index.html"
+# The plain port redirects with the path and query; following it ends on the page.
+got=$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' --max-time 10 "http://127.0.0.1:$plain_port/cgi-bin/status?x=1")
+[ "$got" = "308 $https_url/cgi-bin/status?x=1" ] ||
+  fail "http://127.0.0.1:$plain_port/cgi-bin/status?x=1 answered '$got', expected '308 $https_url/cgi-bin/status?x=1'"
+got=$(curl -s -L -o /dev/null -w '%{http_code} %{url_effective}' --max-time 10 --cacert "$tmp/tls/cert.pem" "http://127.0.0.1:$plain_port/")
+[ "$got" = "200 $https_url/" ] || fail "curl -L from the plain port ended with '$got', expected '200 $https_url/'"
+echo "plain port: 308 to $https_url/...; curl --cacert verifies the made certificate" >&2
+# Chromium trusts the made certificate's key and no other (the SHA-256 of its SubjectPublicKeyInfo).
+spki=$(openssl x509 -in "$tmp/tls/cert.pem" -noout -pubkey | openssl pkey -pubin -outform der |
+  openssl dgst -sha256 -binary | base64) || fail "cannot hash the made certificate's public key"
+ui "$https_url" -https "over HTTPS with the TLS build ($https_url, the made certificate trusted)" \
+  TRUST_SPKI="$spki" LIVE_HOSTNAME="$live_hostname" LIVE_KERNEL="$live_kernel" LIVE_FIRMWARE="$live_firmware"
+stop_group "$pid" || fail "the TLS build (process group $pid) did not stop"
+pid='' log=''
+
+echo "PASS: browser UI test (stub and live status rendered, also from README.md's first command on http://$listen/ and over HTTPS from the TLS build with its made certificate, the plain port redirecting with 308; no console/page/request errors, outage shown and recovered; screenshots in tests/out/browser/)"
 exit 0

@@ -10,6 +10,10 @@
 //   LIVE_KERNEL, LIVE_FIRMWARE  (live only, optional) `uname -r` and os-release's PRETTY_NAME, shown exactly
 //   SHOT_TAG      added to the screenshot names (ui$TAG.png, ui$TAG-outage.png, ui$TAG-narrow.png);
 //                 default "" for the stub, "-live" with LIVE_HOSTNAME
+//   TRUST_SPKI    (https:// URLs) base64 SHA-256 of the server certificate's SubjectPublicKeyInfo:
+//                 Chromium trusts that key (--ignore-certificate-errors-spki-list) and no other, so
+//                 the page is a secure context served with that certificate; the page must then
+//                 come over TLS 1.2 or 1.3
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -59,6 +63,9 @@ const info = (msg) => console.error(`  ${msg}`);
 const problem = (msg) => { problems.push(msg); console.error(`  problem: ${msg}`); };
 
 if (!base) { console.error('MARMOSET_URL is not set'); process.exit(2); }
+const HTTPS = base.startsWith('https:');
+const SPKI = process.env.TRUST_SPKI || '';
+if (HTTPS && !SPKI) { console.error('an https:// MARMOSET_URL needs TRUST_SPKI'); process.exit(2); }
 fs.mkdirSync(outDir, { recursive: true });
 const profile = process.env.PROFILE_DIR || fs.mkdtempSync(path.join(os.tmpdir(), 'marmoset-chromium-'));
 
@@ -66,7 +73,8 @@ const context = await chromium.launchPersistentContext(profile, {
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   headless: true,
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--no-first-run'],
+    '--disable-component-update', '--disable-sync', '--no-first-run',
+    ...(SPKI ? [`--ignore-certificate-errors-spki-list=${SPKI}`] : [])],
   viewport: { width: 1000, height: 700 },
   timeout: STEP_MS,
 });
@@ -99,6 +107,20 @@ try {
   // 1. The page loads and renders the stub's status.
   const main = await page.goto(`${base}/`, { waitUntil: 'load' });
   if (!main || main.status() !== 200) problem(`GET / answered ${main ? main.status() : 'nothing'}`);
+  if (HTTPS && main) {
+    // What Chromium negotiated, and whether it treats the page as secure (no interstitial,
+    // no "Not secure": the certificate is the one trusted above).
+    const tls = await main.securityDetails();
+    if (!tls) problem('GET / came without TLS security details');
+    else {
+      info(`TLS: ${tls.protocol}, certificate subject "${tls.subjectName}", issuer "${tls.issuer}"`);
+      if (!/^TLS 1\.[23]$/.test(tls.protocol || '')) problem(`GET / over ${tls.protocol}, not TLS 1.2 or 1.3`);
+    }
+    const secure = await page.evaluate(() => [location.protocol, window.isSecureContext]);
+    if (secure[0] !== 'https:' || secure[1] !== true) {
+      problem(`the page is not a secure https: context (protocol ${secure[0]}, isSecureContext ${secure[1]})`);
+    }
+  }
   let rendered = false;
   try {
     await page.waitForFunction((host) => {
@@ -166,7 +188,8 @@ try {
   await page.screenshot({ path: path.join(outDir, `ui${TAG}-narrow.png`), fullPage: true });
 
   // 5. Information only: does the server answer unknown paths with 404.html? (needs `error-page 404 /404.html`)
-  const missing = await context.request.get(`${base}/no-such-page`);
+  //    (Playwright's own HTTP client, not the browser: it does not know the trusted key.)
+  const missing = await context.request.get(`${base}/no-such-page`, { ignoreHTTPSErrors: HTTPS });
   const body = await missing.text();
   info(`GET /no-such-page: HTTP ${missing.status()}${body.includes('404 &ndash; Not found') ? ', 404.html' : ''}`);
 } catch (err) {
