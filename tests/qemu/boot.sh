@@ -2,6 +2,7 @@
 # Boot Marmoset on an emulated board and test it end to end.
 #
 #   tests/qemu/boot.sh BOARD        BOARD = qemu-aarch64 | qemu-armv7 (a directory under board/)
+#   tests/qemu/boot.sh BOARD tls    the same with the HTTPS build (--features tls) and a TLS config
 #
 # For the board it builds the release binary for the board's Rust target, fetches the Debian kernel
 # and busybox-static .deb files for the board's architecture (unpacked with dpkg-deb -x, never
@@ -9,12 +10,18 @@
 # /etc/init.d/S??* scripts, syslogd, networking, then the repo's rootfs-overlay/ on top), boots it
 # under qemu-system-* with user networking, and checks the UI from the host and the service from the
 # guest's serial console. Ends with the line `N passed, M failed`; exits non-zero if any check failed.
+# With `tls` the image's config gets the HTTPS lines of board/README.md (listen 0.0.0.0:443 tls,
+# tls-cert/tls-key in /etc/marmoset, tls-self-signed on, redirect-https on): the guest makes its
+# certificate at first boot, the host checks it (names, the served one is the guest's file), uses the
+# UI over HTTPS with curl --cacert on it, sees port 80 answer 308, and a restart through the init
+# script keeps the same certificate.
 #
 # Environment:
 #   MARMOSET_QEMU_CACHE   cache for .deb files and their unpacked trees (default ~/.cache/marmoset-qemu)
 #   MARMOSET_QEMU_OUT     where logs, the initramfs and the console log go (default tests/out/BOARD)
 #   MARMOSET_QEMU_REFRESH=1   fetch the .deb files again even if cached
-#   MARMOSET_QEMU_BINARY  use this binary instead of building one (must be for the board's target)
+#   MARMOSET_QEMU_BINARY  use this binary instead of building one (must be for the board's target,
+#                         and a --features tls build with `tls`)
 #   MARMOSET_QEMU_EXTRA_OVERLAY  a directory copied over the image after rootfs-overlay/ (test-only files)
 #   MARMOSET_QEMU_BOOT_DEADLINE  seconds from qemu start to the first UI response (default: board.conf)
 #   MARMOSET_QEMU_PLACEHOLDER=1  harness development only: BusyBox httpd stands in for marmoset
@@ -33,6 +40,12 @@ case "$BOARD" in
     sed -n '2,/^set -u/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
     exit 2 ;;
 esac
+TLS=""
+case "${2:-}" in
+  "") ;;
+  tls) TLS=1 ;;
+  *) echo "boot.sh: unknown mode '$2' (only 'tls')" >&2; echo "0 passed, 1 failed"; exit 2 ;;
+esac
 BOARD=${BOARD%/}; BOARD=${BOARD##*/}
 [ -f "$REPO/board/$BOARD/board.conf" ] || BOARD="qemu-$BOARD"
 CONF="$REPO/board/$BOARD/board.conf"
@@ -46,7 +59,12 @@ fi
 
 BOOT_DEADLINE=${MARMOSET_QEMU_BOOT_DEADLINE:-$BOOT_DEADLINE}
 CACHE=${MARMOSET_QEMU_CACHE:-$HOME/.cache/marmoset-qemu}
-OUT=${MARMOSET_QEMU_OUT:-$REPO/tests/out/$BOARD}
+OUT=${MARMOSET_QEMU_OUT:-$REPO/tests/out/$BOARD${TLS:+-tls}}
+# The TLS image: where the config puts the pair (board/README.md, HTTPS builds).
+GUEST_CERT=/etc/marmoset/cert.pem
+GUEST_KEY=/etc/marmoset/key.pem
+SCHEME=http GUEST_PORT=80
+[ -n "$TLS" ] && SCHEME=https GUEST_PORT=443
 GUEST_PIDFILE=/var/run/marmoset.pid   # S50marmoset's PIDFILE
 AB_REQUESTS=${AB_REQUESTS:-2000}
 AB_CONCURRENCY=${AB_CONCURRENCY:-10}
@@ -62,9 +80,10 @@ READER_PID=""
 ADDED_ARCH=""
 SUMMARY=()
 
-say()  { printf '==> [%s] %s\n' "$BOARD" "$*"; }
-pass() { PASSED=$((PASSED + 1)); printf 'PASS  [%s] %s\n' "$BOARD" "$*"; }
-fail() { FAILED=$((FAILED + 1)); printf 'FAIL  [%s] %s\n' "$BOARD" "$*"; }
+TAG=$BOARD${TLS:+ tls}
+say()  { printf '==> [%s] %s\n' "$TAG" "$*"; }
+pass() { PASSED=$((PASSED + 1)); printf 'PASS  [%s] %s\n' "$TAG" "$*"; }
+fail() { FAILED=$((FAILED + 1)); printf 'FAIL  [%s] %s\n' "$TAG" "$*"; }
 check() { # check CONDITION-RESULT(0/1) DESCRIPTION [DETAIL-ON-FAILURE]
   if [ "$1" = 0 ]; then pass "$2"; else fail "$2${3:+: $3}"; fi
 }
@@ -127,7 +146,7 @@ apt_install() {
 host_prereqs() {
   local missing=() cmd
   for cmd in "$QEMU:$QEMU_DEB" cpio:cpio gzip:gzip curl:curl ab:apache2-utils python3:python3 \
-             dpkg-deb:dpkg readelf:binutils; do
+             dpkg-deb:dpkg readelf:binutils ${TLS:+openssl:openssl}; do
     command -v "${cmd%%:*}" >/dev/null 2>&1 || missing+=("${cmd#*:}")
   done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -168,6 +187,21 @@ build_binary() {
     rustup target add "$RUST_TARGET" >"$OUT/rustup.log" 2>&1 || abort "rustup target add $RUST_TARGET failed"
   fi
   local cargo_args=(build --release --target "$RUST_TARGET")
+  if [ -n "$TLS" ]; then
+    cargo_args+=(--features tls)
+    # ring's C and assembly: the board's C compiler for the target (board.conf TLS_CC), unless the
+    # environment names one.
+    local cc_var
+    cc_var="CC_$(printf '%s' "$RUST_TARGET" | tr '-' '_')"
+    if [ -n "${TLS_CC:-}" ] && [ -z "${!cc_var:-}" ]; then
+      export "$cc_var=$TLS_CC"
+    fi
+    if [ -n "${!cc_var:-}" ] && ! command -v "${!cc_var}" >/dev/null 2>&1; then
+      say "installing the C cross compiler for ring: $TLS_DEBS"
+      # shellcheck disable=SC2086
+      apt_install $TLS_DEBS || abort "could not install $TLS_DEBS (see $OUT/apt.log)"
+    fi
+  fi
   local upper
   upper=$(printf '%s' "$RUST_TARGET" | tr 'a-z-' 'A-Z_')
   local linker_var="CARGO_TARGET_${upper}_LINKER"
@@ -201,7 +235,7 @@ build_binary() {
   if [ "$RUST_TARGET" = armv7-unknown-linux-gnueabihf ]; then
     "$REPO/board/armhf-libcrypt.sh" >>"$OUT/build.log" 2>&1 || abort "board/armhf-libcrypt.sh failed (see $OUT/build.log)"
   fi
-  say "cargo ${cargo_args[*]}"
+  say "${cc_var:+${cc_var}=${!cc_var} }cargo ${cargo_args[*]}"
   local t0 t1
   t0=$(now)
   if ! (cd "$REPO" && cargo "${cargo_args[@]}" --message-format=json-render-diagnostics) \
@@ -530,6 +564,23 @@ EOF
   if [ -n "${MARMOSET_QEMU_EXTRA_OVERLAY:-}" ]; then
     cp -a "$MARMOSET_QEMU_EXTRA_OVERLAY/." "$root/"
   fi
+  if [ -n "$TLS" ]; then
+    # The shipped config plus the HTTPS lines board/README.md gives for a certificate made at
+    # first boot. The image holds no pair: the guest makes it.
+    [ -f "$root/etc/marmoset/marmoset.conf" ] || abort "the image has no /etc/marmoset/marmoset.conf"
+    cat >>"$root/etc/marmoset/marmoset.conf" <<EOF
+
+# HTTPS (the tls build): a certificate made at first boot, port 80 sent there.
+listen 0.0.0.0:443 tls
+tls-cert $GUEST_CERT
+tls-key $GUEST_KEY
+tls-self-signed on
+redirect-https on
+EOF
+    if [ -e "$root$GUEST_CERT" ] || [ -e "$root$GUEST_KEY" ]; then
+      abort "the image already holds $GUEST_CERT or $GUEST_KEY"
+    fi
+  fi
 
   if [ -n "$BINARY" ]; then
     install -m 0755 "$BINARY" "$root/usr/bin/marmoset"
@@ -556,6 +607,11 @@ free_port() {
 
 boot() {
   PORT=$(free_port)
+  PORT80=""
+  if [ -n "$TLS" ]; then
+    PORT80=$(free_port)
+    while [ "$PORT80" = "$PORT" ]; do PORT80=$(free_port); done
+  fi
   : >"$CONSOLE_LOG"
   mkfifo "$RUN/con.in" "$RUN/con.out"
   cat "$RUN/con.out" >>"$CONSOLE_LOG" &
@@ -564,13 +620,17 @@ boot() {
     -M "$QEMU_MACHINE" -cpu "$QEMU_CPU" -m 256 -nographic -no-reboot -monitor none
     -kernel "$KERNEL" -initrd "$INITRAMFS"
     -append "console=$CONSOLE rdinit=/init panic=-1 quiet"
-    -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$PORT-:80"
+    -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$PORT-:$GUEST_PORT${PORT80:+,hostfwd=tcp:127.0.0.1:$PORT80-:80}"
     -device "$QEMU_NET_DEVICE,netdev=n0"
     -chardev "pipe,id=con,path=$RUN/con"
     -serial chardev:con
   )
   echo "$QEMU ${qemu_args[*]}" >"$OUT/qemu.cmd"
-  say "booting $KVER on $QEMU (-M $QEMU_MACHINE -cpu $QEMU_CPU), UI forwarded to 127.0.0.1:$PORT"
+  if [ -n "$TLS" ]; then
+    say "booting $KVER on $QEMU (-M $QEMU_MACHINE -cpu $QEMU_CPU), guest 443 forwarded to 127.0.0.1:$PORT, 80 to 127.0.0.1:$PORT80"
+  else
+    say "booting $KVER on $QEMU (-M $QEMU_MACHINE -cpu $QEMU_CPU), UI forwarded to 127.0.0.1:$PORT"
+  fi
   T_QEMU=$(now)
   "$QEMU" "${qemu_args[@]}" </dev/null >"$OUT/qemu.out" 2>&1 &
   QEMU_PID=$!
@@ -586,7 +646,8 @@ boot() {
       cat "$OUT/qemu.out"
       abort "qemu exited (status $rc) before the UI answered"
     fi
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://127.0.0.1:$PORT/" 2>/dev/null)
+    # Over HTTPS the certificate is not known yet: -k for this wait only, checked right after.
+    code=$(curl -s ${TLS:+-k} -o /dev/null -w '%{http_code}' --max-time 3 "$SCHEME://127.0.0.1:$PORT/" 2>/dev/null)
     [ "$code" = 200 ] && break
     [ "$(date +%s)" -lt "$deadline" ] || abort "no HTTP 200 on / within ${BOOT_DEADLINE}s (last status '$code')"
     if tr -d '\r' <"$CONSOLE_LOG" | grep -a -A 3 '^Starting marmoset:' | grep -aq 'FAIL$'; then
@@ -599,7 +660,7 @@ boot() {
   done
   T_UI=$(now)
   BOOT_TIME=$(elapsed "$T_QEMU" "$T_UI")
-  pass "UI answers 200 on / (${BOOT_TIME} s after qemu started)"
+  pass "UI answers 200 on /${TLS:+ over HTTPS} (${BOOT_TIME} s after qemu started)"
 }
 
 # Run a command in the guest through the serial console; GOUT gets its output, GRC its status.
@@ -635,8 +696,8 @@ header_of() { # header_of FILE NAME -> the (last) value of header NAME
 }
 
 host_checks() {
-  local base="http://127.0.0.1:$PORT" html="$RUN/index.html" hdr="$RUN/hdr" code
-  code=$(curl -s -D "$hdr" -o "$html" -w '%{http_code}' -H 'Accept-Encoding: identity' --max-time 20 "$base/")
+  local base=$BASE html="$RUN/index.html" hdr="$RUN/hdr" code
+  code=$("${HCURL[@]}" -s -D "$hdr" -o "$html" -w '%{http_code}' -H 'Accept-Encoding: identity' --max-time 20 "$base/")
   check "$([ "$code" = 200 ]; echo $?)" "GET / -> 200" "got $code"
   local cc
   cc=$(header_of "$hdr" Cache-Control)
@@ -654,7 +715,7 @@ host_checks() {
   local a n_ok=0 n=0 bad="" n_hashed=0 ctype enc
   for a in $assets; do
     n=$((n + 1))
-    code=$(curl -s -D "$hdr" -o "$RUN/body" -w '%{http_code}' -H 'Accept-Encoding: br, gzip' --max-time 20 "$base$a")
+    code=$("${HCURL[@]}" -s -D "$hdr" -o "$RUN/body" -w '%{http_code}' -H 'Accept-Encoding: br, gzip' --max-time 20 "$base$a")
     if [ "$code" = 200 ]; then n_ok=$((n_ok + 1)); else bad="$bad $a($code)"; fi
     cc=$(header_of "$hdr" Cache-Control)
     enc=$(header_of "$hdr" Content-Encoding)
@@ -681,7 +742,7 @@ host_checks() {
   [ "$n_hashed" -gt 0 ] || fail "/ references no content-hashed asset (name.HASH.ext), so the immutable rule is untested"
 
   # The CGI status script: JSON whose kernel and hostname are the guest's.
-  code=$(curl -s -D "$hdr" -o "$RUN/status.json" -w '%{http_code}' --max-time 30 "$base/cgi-bin/status")
+  code=$("${HCURL[@]}" -s -D "$hdr" -o "$RUN/status.json" -w '%{http_code}' --max-time 30 "$base/cgi-bin/status")
   if [ "$code" != 200 ]; then
     fail "GET /cgi-bin/status -> 200 (got $code: $(head -c 200 "$RUN/status.json" | tr '\n' ' '))"
   else
@@ -720,10 +781,12 @@ EOF
   fi
 
   # Load.
-  say "ab -k -c $AB_CONCURRENCY -n $AB_REQUESTS $base/"
+  # ab checks no certificate: over TLS it goes to the address (Host 127.0.0.1, which is allowed).
+  local ab_url="$SCHEME://127.0.0.1:$PORT/"
+  say "ab -k -c $AB_CONCURRENCY -n $AB_REQUESTS $ab_url"
   local t0 t1
   t0=$(now)
-  timeout 300 ab -k -s 30 -c "$AB_CONCURRENCY" -n "$AB_REQUESTS" "$base/" >"$OUT/ab.txt" 2>&1
+  timeout 300 ab -k -s 30 -c "$AB_CONCURRENCY" -n "$AB_REQUESTS" "$ab_url" >"$OUT/ab.txt" 2>&1
   local abrc=$?
   t1=$(now)
   local complete failed non2xx rps
@@ -737,6 +800,103 @@ EOF
   else
     fail "ab -k -c $AB_CONCURRENCY -n $AB_REQUESTS: exit $abrc, complete '${complete}', failed '${failed}', non-2xx '${non2xx}' ($(tail -n 3 "$OUT/ab.txt" | tr '\n' ' '))"
   fi
+}
+
+# ---------------------------------------------------------------------------------------------------
+# 5b. HTTPS (boot.sh BOARD tls): the certificate the guest made at first boot, from the host.
+first_cert() { # first_cert < TEXT > PEM: the first PEM certificate in TEXT
+  sed -n '/-----BEGIN CERTIFICATE-----/,/-----END CERTIFICATE-----/{p;/-----END CERTIFICATE-----/q;}'
+}
+
+fingerprint() { # fingerprint PEM-FILE -> the SHA-256 fingerprint of the certificate, or nothing
+  openssl x509 -in "$1" -noout -fingerprint -sha256 2>/dev/null | sed 's/^[^=]*=//'
+}
+
+served_cert() { # served_cert FILE: the certificate the guest's port 443 sends (openssl s_client)
+  timeout 60 openssl s_client -connect "127.0.0.1:$PORT" -servername localhost -showcerts \
+    </dev/null 2>"$1.err" | first_cert >"$1"
+  [ -s "$1" ]
+}
+
+tls_checks() {
+  local wu bad out
+  # Made at first boot (the image holds no pair): both files, mode 0600, given to www-data.
+  guest 30 "ls -ln $GUEST_CERT $GUEST_KEY; echo wwwuid=\$(id -u www-data)"
+  out=$GOUT
+  wu=$(printf '%s\n' "$out" | sed -n 's/^wwwuid=//p')
+  bad=$(printf '%s\n' "$out" | awk -v u="$wu" '
+    /^-/ { n++; if ($1 != "-rw-------" || $3 != u) printf "%s; ", $0 }
+    END { if (n != 2) printf "%d of the 2 files", n }')
+  check "$([ -n "$wu" ] && [ -z "$bad" ]; echo $?)" \
+    "the guest made $GUEST_CERT and $GUEST_KEY at first boot, mode 0600, owned by www-data" \
+    "${bad}ls: $(printf '%s' "$out" | tr '\n' ' ')"
+  guest 20 "$(wait_guest_log 'made a key .* and a self-signed certificate')"
+  check "$GRC" "/var/log/messages has marmoset's 'made a key ... and a self-signed certificate' line"
+  [ "$GRC" = 0 ] && say "  $(printf '%s\n' "$GOUT" | grep -m1 'self-signed' | sed 's/.*TLS: /TLS: /')"
+
+  # The certificate, copied out through the console, and the one port 443 sends: the same.
+  guest 20 "cat $GUEST_CERT"
+  printf '%s\n' "$GOUT" | first_cert >"$RUN/cert.pem"
+  CERT_FP=$(fingerprint "$RUN/cert.pem")
+  check "$([ -n "$CERT_FP" ]; echo $?)" "$GUEST_CERT copied out of the guest (SHA-256 ${CERT_FP:-none})" \
+    "console output: $(printf '%s' "$GOUT" | head -c 200 | tr '\n' ' ')"
+  local served_fp=""
+  served_cert "$RUN/served.pem" && served_fp=$(fingerprint "$RUN/served.pem")
+  check "$([ -n "$CERT_FP" ] && [ "$served_fp" = "$CERT_FP" ]; echo $?)" \
+    "port 443 sends that certificate (openssl s_client -showcerts)" \
+    "served '${served_fp}', file '$CERT_FP' $(tail -n 3 "$RUN/served.pem.err" 2>/dev/null | tr '\n' ' ')"
+
+  # Its names: the guest's host name and localhost (openssl x509 -text), each one valid
+  # (openssl verify with the certificate as its own trust anchor), and a P-256 key.
+  local text n absent=""
+  text=$(openssl x509 -in "$RUN/cert.pem" -noout -text 2>&1)
+  for n in "DNS:$GUEST_HOSTNAME" "DNS:localhost" "ASN1 OID: prime256v1"; do
+    printf '%s\n' "$text" | grep -qF "$n" || absent="$absent '$n'"
+  done
+  check "$([ -z "$absent" ]; echo $?)" \
+    "the certificate's names are the host name $GUEST_HOSTNAME and localhost, its key P-256 (openssl x509 -text)" \
+    "missing:$absent; $(printf '%s\n' "$text" | grep -A1 'Subject Alternative Name' | tr '\n' ' ')"
+  for n in "$GUEST_HOSTNAME" localhost; do
+    openssl verify -CAfile "$RUN/cert.pem" -verify_hostname "$n" "$RUN/cert.pem" >"$RUN/verify.out" 2>&1
+    check $? "openssl verify -verify_hostname $n: OK" "$(tr '\n' ' ' <"$RUN/verify.out")"
+  done
+
+  local code got
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 20 --cacert "$RUN/cert.pem" \
+    --resolve "localhost:$PORT:127.0.0.1" "https://localhost:$PORT/")
+  check "$([ "$code" = 200 ]; echo $?)" "curl --cacert (the guest's certificate) https://localhost/ -> 200" "got '$code'"
+
+  # Port 80 with redirect-https: 308 to https://, path and query kept, port 443 left out.
+  got=$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' --max-time 20 "http://127.0.0.1:$PORT80/cgi-bin/status?x=1")
+  check "$([ "$got" = "308 https://127.0.0.1/cgi-bin/status?x=1" ]; echo $?)" \
+    "port 80 answers 308 to https://127.0.0.1/cgi-bin/status?x=1" "got '$got'"
+}
+
+# After the reload checks: a restart through the init script keeps the certificate.
+tls_restart_check() { # tls_restart_check PID-BEFORE
+  local out pid2 code deadline fp2=""
+  guest 90 "/etc/init.d/S50marmoset restart; echo restart-rc=\$?; cat $GUEST_PIDFILE"
+  out=$GOUT
+  pid2=$(printf '%s\n' "$out" | tail -n 1 | tr -dc 0-9)
+  check "$(printf '%s\n' "$out" | grep -qx 'restart-rc=0' && [ -n "$pid2" ] && [ "$pid2" != "$1" ]; echo $?)" \
+    "S50marmoset restart: a new process (pid $1 -> ${pid2:-none})" "$(printf '%s' "$out" | tr '\n' ' ')"
+  RESTARTED_PID=$pid2
+  # start-stop-daemon --background returns before the server listens: wait for it, verifying
+  # with the certificate from first boot.
+  deadline=$(($(date +%s) + 60))
+  while :; do
+    code=$("${HCURL[@]}" -s -o /dev/null -w '%{http_code}' --max-time 5 "$BASE/")
+    [ "$code" = 200 ] && break
+    [ "$(date +%s)" -lt "$deadline" ] || break
+    sleep 0.2
+  done
+  check "$([ "$code" = 200 ]; echo $?)" "after the restart the UI answers, verified with the first certificate" "got '$code'"
+  served_cert "$RUN/served2.pem" && fp2=$(fingerprint "$RUN/served2.pem")
+  check "$([ -n "$fp2" ] && [ "$fp2" = "$CERT_FP" ]; echo $?)" \
+    "after the restart port 443 sends the same certificate (SHA-256 fingerprint)" "before '$CERT_FP', after '$fp2'"
+  guest 20 "grep -c 'self-signed certificate' /var/log/messages"
+  check "$([ "$(printf '%s\n' "$GOUT" | tail -n 1)" = 1 ]; echo $?)" \
+    "the pair was made once: one 'self-signed certificate' line in /var/log/messages" "count: $GOUT"
 }
 
 # ---------------------------------------------------------------------------------------------------
@@ -804,15 +964,24 @@ guest_checks() {
   case " $(printf '%s\n' "$GOUT" | sed -n 's/^pids=//p') " in *" $pid2 "*) ;; *) pid2="$pid2(not running)" ;; esac
   check "$([ -n "$pid" ] && [ "$pid2" = "$pid" ]; echo $?)" "S50marmoset reload: still running with the same pid" \
     "pid before '$pid', after '$pid2'"
-  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://127.0.0.1:$PORT/")
+  code=$("${HCURL[@]}" -s -o /dev/null -w '%{http_code}' --max-time 10 "$BASE/")
   check "$([ "$code" = 200 ]; echo $?)" "UI still answers after reload" "got '$code'"
+  [ -n "$TLS" ] && tls_restart_check "$pid"
 
-  guest 60 "/etc/init.d/S50marmoset stop; echo stop-rc=\$?; pidof marmoset || echo no-marmoset-process"
+  # The script waits until start-stop-daemon no longer finds the process by its executable, which
+  # an exiting process loses before init has reaped it: pidof may list it for a moment longer, so
+  # the guest waits up to 3 s for it to be gone from the process table.
+  guest 60 "/etc/init.d/S50marmoset stop; echo stop-rc=\$?; i=0; while pidof marmoset >/dev/null && [ \$i -lt 30 ]; do usleep 100000; i=\$((i+1)); done; pidof marmoset || echo no-marmoset-process"
   local stop_out=$GOUT
   check "$(printf '%s\n' "$stop_out" | grep -qx 'no-marmoset-process'; echo $?)" \
     "S50marmoset stop: the process is gone" "$(printf '%s' "$stop_out" | tr '\n' ' ')"
-  guest 20 "$(wait_guest_log 'marmoset stopped')"
-  check "$GRC" "S50marmoset stop: 'marmoset stopped' logged"
+  # After a restart an earlier process has logged its stop too: the line must be the running one's.
+  if [ -n "${RESTARTED_PID:-}" ]; then
+    guest 20 "$(wait_guest_log "marmoset\\[$RESTARTED_PID\\]: marmoset stopped")"
+  else
+    guest 20 "$(wait_guest_log 'marmoset stopped')"
+  fi
+  check "$GRC" "S50marmoset stop: 'marmoset stopped' logged${RESTARTED_PID:+ by pid $RESTARTED_PID}"
 
   if [ "$FAILED" -gt "$FAILED_BEFORE_GUEST" ]; then
     guest 20 'grep -i marmoset /var/log/messages | tail -n 20'
@@ -864,10 +1033,18 @@ check "$([ "$GUEST_KERNEL" = "$KVER" ] && [ "$GUEST_HOST" = "$GUEST_HOSTNAME" ];
   "serial console answers (kernel $GUEST_KERNEL, hostname $GUEST_HOST)" "output '$GOUT'"
 AB_RPS=n/a
 GUEST_RSS=unknown
+BASE="http://127.0.0.1:$PORT"
+HCURL=(curl)
+if [ -n "$TLS" ]; then
+  tls_checks
+  # From here on every request to the UI verifies the guest's certificate and its name.
+  BASE="https://localhost:$PORT"
+  HCURL=(curl --cacert "$RUN/cert.pem" --resolve "localhost:$PORT:127.0.0.1")
+fi
 host_checks
 guest_checks
 SUMMARY=(
-  "board:               $BOARD ($RUST_TARGET, kernel $KVER)"
+  "board:               $BOARD ($RUST_TARGET${TLS:+ --features tls}, kernel $KVER)"
   "qemu start -> UI:    ${BOOT_TIME} s"
   "binary size:         $BIN_SIZE"
   "VmRSS after load:    $GUEST_RSS"

@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
 # Boot-test Marmoset on every ARM QEMU board (what CI runs): tests/qemu/boot.sh for each board in
-# turn, then one closing line `N passed, M failed` summed over the boards; exits non-zero if any
-# check failed or a board's run ended without its summary line.
-# MARMOSET_QEMU_BOARDS overrides the list (default: qemu-aarch64 qemu-armv7).
+# turn, then the HTTPS image (boot.sh BOARD tls) on one board, then one closing line
+# `N passed, M failed` summed over the runs; exits non-zero if any check failed or a run ended
+# without its summary line.
+# MARMOSET_QEMU_BOARDS overrides the list (default: qemu-aarch64 qemu-armv7), and
+# MARMOSET_QEMU_TLS_BOARDS the boards booted with the TLS build (default: qemu-aarch64, the target
+# whose TLS build has a size budget and the quicker boot; empty for none).
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BOARDS=${MARMOSET_QEMU_BOARDS:-qemu-aarch64 qemu-armv7}
+TLS_BOARDS=${MARMOSET_QEMU_TLS_BOARDS-qemu-aarch64}
+runs=()
+for board in $BOARDS; do runs+=("$board"); done
+for board in $TLS_BOARDS; do runs+=("$board tls"); done
 OUTPUT=$(mktemp "${TMPDIR:-/tmp}/marmoset-qemu-all.XXXXXX")
 trap 'rm -f "$OUTPUT"' EXIT
 
 passed=0
 failed=0
 report=()
-for board in $BOARDS; do
+for run in "${runs[@]}"; do
   start=$(date +%s)
-  bash "$HERE/boot.sh" "$board" 2>&1 | tee "$OUTPUT"
+  # shellcheck disable=SC2086 # "BOARD" or "BOARD tls": two words on purpose
+  bash "$HERE/boot.sh" $run 2>&1 | tee "$OUTPUT"
   last=$(tail -n 1 "$OUTPUT")
   if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
     passed=$((passed + BASH_REMATCH[1]))
@@ -24,8 +32,8 @@ for board in $BOARDS; do
     failed=$((failed + 1))
     last="ended without a summary line"
   fi
-  report+=("$board: $last ($(($(date +%s) - start)) s)")
-  grep -E '^    (qemu start|binary size|VmRSS)' "$OUTPUT" | sed "s/^    /    $board: /" >>"$OUTPUT.sum"
+  report+=("$run: $last ($(($(date +%s) - start)) s)")
+  grep -E '^    (qemu start|binary size|VmRSS)' "$OUTPUT" | sed "s/^    /    $run: /" >>"$OUTPUT.sum"
 done
 
 echo "==> all boards"
