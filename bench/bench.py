@@ -12,6 +12,13 @@ accesses and use CPU-count workers.  Tests per server and round:
   (s)  system calls per request: perf stat on the syscall tracepoints of the
        server's processes during ab -k -c10 -n100000
   (a1) (a), (c) and (s) again with one worker per server
+HTTPS, per TLS server (nginx and lighttpd with mod_openssl, marmoset's tls
+builds) and round, all on one P-256 certificate made with openssl:
+  (ta) wrk -t1 -c10 on /index.html over HTTPS, keep-alive
+  (th) new handshakes: openssl s_time -new (a full handshake per connection),
+       and wrk -c10 with Connection: close (reconnects, which resume)
+  (tb) wrk -t1 -c500 on /linux.jpg over HTTPS, RSS peak
+  (tc) 1000 idle TLS keep-alive connections held, RSS sampled
 Once per marmoset build: user-space instructions per request under callgrind.
 Then writes a markdown report (bench/results.md, or bench/out/results-smoke.md
 with BENCH_SMOKE=1) and prints it.
@@ -20,7 +27,10 @@ Environment: ROUNDS (default 2; 1 with BENCH_SMOKE=1), BENCH_SMOKE=1,
 BENCH_AGG=median|best (default median), BENCH_SERVERS (default
 "nginx lighttpd h2o marmoset-glibc marmoset-musl"; "marmoset" = both builds),
 MARMOSET_BIN (one build, reported as "marmoset"), MARMOSET_ARGS (extra flags),
-CARGO_TARGET_DIR, BENCH_RESULTS (report path).
+BENCH_TLS_SERVERS (default "nginx lighttpd marmoset-glibc-tls marmoset-musl-tls";
+"marmoset" = every tls build), MARMOSET_TLS_BIN (one tls build, reported as
+"marmoset-tls"), BENCH_PARTS (default "http https"), CARGO_TARGET_DIR,
+BENCH_RESULTS (report path).
 """
 import datetime
 import json
@@ -33,6 +43,7 @@ import shlex
 import shutil
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -59,8 +70,22 @@ else:
         "marmoset-glibc": os.path.join(TARGET_DIR, "release", "marmoset"),
         "marmoset-musl": os.path.join(TARGET_DIR, "x86_64-unknown-linux-musl", "release", "marmoset"),
     }
+# The tls builds (cargo build --release --locked --features tls, and for
+# x86_64-unknown-linux-musl), copied by bench/run.sh beside the default builds
+# as marmoset-tls; with MARMOSET_BIN only MARMOSET_TLS_BIN, if given.
+if os.environ.get("MARMOSET_BIN"):
+    MARMOSET_TLS_BUILDS = ({"marmoset-tls": os.environ["MARMOSET_TLS_BIN"]}
+                           if os.environ.get("MARMOSET_TLS_BIN") else {})
+else:
+    MARMOSET_TLS_BUILDS = {
+        "marmoset-glibc-tls": os.path.join(TARGET_DIR, "release", "marmoset-tls"),
+        "marmoset-musl-tls": os.path.join(TARGET_DIR, "x86_64-unknown-linux-musl", "release", "marmoset-tls"),
+    }
 PEER_NAMES = ("nginx", "lighttpd", "h2o")
+TLS_PEER_NAMES = ("nginx", "lighttpd")
 SERVERS = os.environ.get("BENCH_SERVERS", " ".join(PEER_NAMES + tuple(MARMOSET_BUILDS))).split()
+TLS_SERVERS = os.environ.get("BENCH_TLS_SERVERS", " ".join(TLS_PEER_NAMES + tuple(MARMOSET_TLS_BUILDS))).split()
+PARTS = os.environ.get("BENCH_PARTS", "http https").split()
 PYTHON = sys.executable or "python3"
 
 # test sizes: full run / smoke run
@@ -84,6 +109,7 @@ IDLE_N = 1000
 IDLE_HOLD = 1.5 if SMOKE else 4.0
 IDLE_DEADLINE = 15 if SMOKE else 60    # seconds idle_conns.py may spend opening
 HTML_SIZE, JPEG_SIZE = 1364, 204800
+TLS_BIG_C = 500    # as over HTTP: wrk's TLS client holds 500 connections on one thread without errors here
 MIB = 1024 * 1024
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -206,9 +232,13 @@ class RssSampler:
 
 # ---------------------------------------------------------------- HTTP probe
 
-def http_get(port, path, timeout=2.0):
-    """One HTTP/1.1 GET like wrk sends it. Returns (status, header_bytes, body_bytes)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+def http_get(port, path, timeout=2.0, cafile=None):
+    """One HTTP/1.1 GET like wrk sends it. Returns (status, header_bytes, body_bytes).
+    With cafile: over TLS, the server's certificate verified against it (name localhost)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+        s = raw
+        if cafile:
+            s = ssl.create_default_context(cafile=cafile).wrap_socket(raw, server_hostname="localhost")
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
         buf = b""
         while b"\r\n\r\n" not in buf:
@@ -263,6 +293,7 @@ def sub1(pattern, repl, text, what):
 class Server:
     name = "?"
     changes = ""
+    tls_changes = ""
 
     def __init__(self, tmp, docroot):
         self.tmp, self.docroot = tmp, docroot
@@ -273,8 +304,13 @@ class Server:
     def version(self):
         raise NotImplementedError
 
-    def argv(self, port, workers):
+    def argv(self, port, workers, tls=None):
+        """tls: a Pair (cert, key): the one listener speaks HTTPS with it."""
         raise NotImplementedError
+
+    def tls_available(self):
+        """None if this server can serve HTTPS here, else why not."""
+        return None
 
 
 class Nginx(Server):
@@ -283,16 +319,22 @@ class Nginx(Server):
                "access_log off, sites-enabled replaced by sites-available/default changed to "
                "`listen 127.0.0.1:PORT` (no [::] listener) and `root DOCROOT`; run with "
                "`-g 'daemon off;'` as root (workers as www-data)")
+    tls_changes = ("as above, the site's listen line `listen 127.0.0.1:PORT ssl default_server;` with "
+                   "`ssl_certificate` and `ssl_certificate_key` the pair; nginx.conf's SSL settings as shipped")
 
     def version(self):
         return run(["nginx", "-v"]).strip()
 
-    def argv(self, port, workers):
-        d = workdir(self.tmp, f"nginx-w{workers}")
+    def argv(self, port, workers, tls=None):
+        d = workdir(self.tmp, f"nginx-w{workers}" + ("-tls" if tls else ""))
         with open("/etc/nginx/sites-available/default") as f:
             site = f.read()
-        site = sub1(r"^(\s*)listen\s+80\s+default_server;", rf"\1listen 127.0.0.1:{port} default_server;",
-                    site, "listen")
+        if tls:   # as the file's commented `listen 443 ssl default_server;` would, with the pair
+            listen = (f"listen 127.0.0.1:{port} ssl default_server;\n"
+                      f"\tssl_certificate {tls.cert};\n\tssl_certificate_key {tls.key};")
+        else:
+            listen = f"listen 127.0.0.1:{port} default_server;"
+        site = sub1(r"^(\s*)listen\s+80\s+default_server;", rf"\1{listen}", site, "listen")
         site = sub1(r"^\s*listen\s+\[::\]:80\s+default_server;\n", "", site, "listen6")
         site = sub1(r"^(\s*)root\s+[^;]+;", rf"\1root {self.docroot};", site, "root")
         with open(os.path.join(d, "site.conf"), "w") as f:
@@ -317,20 +359,30 @@ class Lighttpd(Server):
                "server.bind 127.0.0.1 (use-ipv6.pl include dropped), errorlog and pid-file in the "
                "temp dir; single process as shipped; run with `-D` as root (drops to www-data); "
                "no mod_accesslog (as shipped)")
+    tls_changes = ("for HTTPS, what Debian's conf-available/10-ssl.conf (lighttpd-mod-openssl) adds, on "
+                   "the one socket: `server.modules += (\"mod_openssl\")`, `ssl.pemfile` and `ssl.privkey` "
+                   "the pair, `ssl.engine = \"enable\"`")
+    MOD_OPENSSL = "/usr/lib/lighttpd/mod_openssl.so"
+
+    def tls_available(self):
+        return None if os.path.exists(self.MOD_OPENSSL) else f"no {self.MOD_OPENSSL} (lighttpd-mod-openssl)"
 
     def version(self):
         return run(["lighttpd", "-v"]).strip()
 
-    def argv(self, port, workers):
+    def argv(self, port, workers, tls=None):
         with open("/etc/lighttpd/lighttpd.conf") as f:
             conf = f.read()
         user = num(r'^server\.username\s*=\s*"([^"]+)"', conf, str)
-        d = workdir(self.tmp, f"lighttpd-w{workers}", user)
+        d = workdir(self.tmp, f"lighttpd-w{workers}" + ("-tls" if tls else ""), user)
         conf = sub1(r"^server\.document-root\s*=.*$", f'server.document-root = "{self.docroot}"', conf, "root")
         conf = sub1(r"^server\.errorlog\s*=.*$", f'server.errorlog = "{d}/error.log"', conf, "errorlog")
         conf = sub1(r"^server\.pid-file\s*=.*$", f'server.pid-file = "{d}/lighttpd.pid"', conf, "pid")
         conf = sub1(r"^server\.port\s*=.*$", f'server.port = {port}\nserver.bind = "127.0.0.1"', conf, "port")
         conf = sub1(r'^include_shell\s+"/usr/share/lighttpd/use-ipv6\.pl.*\n', "", conf, "ipv6")
+        if tls:
+            conf += (f'\nserver.modules += ( "mod_openssl" )\nssl.pemfile = "{tls.cert}"\n'
+                     f'ssl.privkey = "{tls.key}"\nssl.engine = "enable"\n')
         path = os.path.join(d, "lighttpd.conf")
         with open(path, "w") as f:
             f.write(conf)
@@ -346,7 +398,10 @@ class H2o(Server):
     def version(self):
         return run(["h2o", "--version"]).splitlines()[0].strip()
 
-    def argv(self, port, workers):
+    def tls_available(self):
+        return "not one of the HTTPS peers"
+
+    def argv(self, port, workers, tls=None):
         with open("/etc/h2o/h2o.conf") as f:
             conf = f.read()
         user = num(r"^user:\s*(\S+)", conf, str)
@@ -364,6 +419,7 @@ class H2o(Server):
 
 class Marmoset(Server):
     changes = "no config file; `--root DOCROOT --listen 127.0.0.1:PORT --workers N`"
+    tls_changes = "no config file; the HTTPS listener and the pair as flags"
 
     def __init__(self, tmp, docroot, name, binary):
         super().__init__(tmp, docroot)
@@ -385,8 +441,11 @@ class Marmoset(Server):
         except Exception as e:  # noqa: BLE001 - report, don't die
             return f"? ({e})"
 
-    def argv(self, port, workers):
+    def argv(self, port, workers, tls=None):
         extra = shlex.split(os.environ.get("MARMOSET_ARGS", ""))
+        if tls:
+            return [self.binary, "--root", self.docroot, "--listen", f"127.0.0.1:{port} tls",
+                    "--tls-cert", tls.cert, "--tls-key", tls.key, "--workers", str(workers)] + extra
         return [self.binary, "--root", self.docroot, "--listen", f"127.0.0.1:{port}",
                 "--workers", str(workers)] + extra
 
@@ -398,14 +457,43 @@ def is_marmoset(name):
     return name not in PEER_NAMES
 
 
-def make_servers(names, tmp, docroot):
-    """The Server objects for BENCH_SERVERS' names; "marmoset" means every build."""
+class Pair:
+    """The HTTPS certificate and key every TLS server gets (PEM paths)."""
+
+    def __init__(self, cert, key):
+        self.cert, self.key = cert, key
+
+
+def make_pair(tmp):
+    """One ECDSA P-256 key and a self-signed certificate for localhost and
+    127.0.0.1, the pair every server serves (openssl); readable only by root,
+    who starts every server (each reads it before dropping privileges)."""
+    d = os.path.join(tmp, "tls")
+    os.makedirs(d, mode=0o700)
+    pair = Pair(os.path.join(d, "cert.pem"), os.path.join(d, "key.pem"))
+    out = run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+               "-nodes", "-keyout", pair.key, "-out", pair.cert, "-days", "30", "-subj", "/CN=localhost",
+               "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+    if not (os.path.exists(pair.cert) and os.path.exists(pair.key)):
+        raise RuntimeError("openssl req made no certificate: " + out.strip()[-300:])
+    return pair
+
+
+PAIR_CMD = ("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+            "-keyout TMP/tls/key.pem -out TMP/tls/cert.pem -days 30 -subj /CN=localhost "
+            "-addext subjectAltName=DNS:localhost,IP:127.0.0.1")
+
+
+def make_servers(names, tmp, docroot, builds=None):
+    """The Server objects for BENCH_SERVERS' names; "marmoset" means every build
+    (of MARMOSET_BUILDS, or of builds: the tls ones)."""
+    builds = MARMOSET_BUILDS if builds is None else builds
     out = []
     for name in names:
-        if name == "marmoset" and name not in MARMOSET_BUILDS:
-            out += [Marmoset(tmp, docroot, n, b) for n, b in MARMOSET_BUILDS.items()]
-        elif name in MARMOSET_BUILDS:
-            out.append(Marmoset(tmp, docroot, name, MARMOSET_BUILDS[name]))
+        if name == "marmoset" and name not in builds:
+            out += [Marmoset(tmp, docroot, n, b) for n, b in builds.items()]
+        elif name in builds:
+            out.append(Marmoset(tmp, docroot, name, builds[name]))
         elif name in PEER_CLASSES:
             out.append(PEER_CLASSES[name](tmp, docroot))
         else:
@@ -416,11 +504,14 @@ def make_servers(names, tmp, docroot):
 class Running:
     """One started server process (foreground), stopped by its own pid/group."""
 
-    def __init__(self, server, workers, wrap=(), tag="", start_s=20):
-        """wrap: a command the server runs under (valgrind); tag: for its log's name."""
-        self.server, self.workers = server, workers
+    def __init__(self, server, workers, wrap=(), tag="", start_s=20, tls=None):
+        """wrap: a command the server runs under (valgrind); tag: for its log's name;
+        tls: a Pair: the server listens for HTTPS with it (and the probes verify it)."""
+        self.server, self.workers, self.tls = server, workers, tls
         self.port = free_port()
-        self.argv = server.argv(self.port, workers)
+        self.argv = server.argv(self.port, workers, tls) if tls else server.argv(self.port, workers)
+        tag += "-tls" if tls else ""
+        cafile = tls.cert if tls else None
         self.logpath = os.path.join(server.tmp, f"{server.name}-w{workers}{tag}.out")
         self.logf = open(self.logpath, "ab")
         self.proc = subprocess.Popen(list(wrap) + self.argv, stdin=subprocess.DEVNULL, stdout=self.logf,
@@ -430,17 +521,20 @@ class Running:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{server.name} exited with {self.proc.returncode}: {self.log_tail()}")
             try:
-                st, _, blen = http_get(self.port, "/index.html")
+                st, _, blen = http_get(self.port, "/index.html", cafile=cafile)
                 if st == 200 and blen == HTML_SIZE:
                     break
                 raise RuntimeError(f"{server.name}: GET /index.html gave {st}, {blen} bytes")
-            except OSError:
+            except ssl.SSLCertVerificationError as e:
+                self.stop()
+                raise RuntimeError(f"{server.name} does not serve the bench's certificate: {e}") from e
+            except OSError:   # ssl.SSLError included: not listening yet
                 pass
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"{server.name} did not answer within {start_s} s: {self.log_tail()}")
             time.sleep(0.1)
-        st, self.jpg_header, blen = http_get(self.port, "/linux.jpg")
+        st, self.jpg_header, blen = http_get(self.port, "/linux.jpg", cafile=cafile)
         if st != 200 or blen != JPEG_SIZE:
             self.stop()
             raise RuntimeError(f"{server.name}: GET /linux.jpg gave {st}, {blen} bytes")
@@ -536,13 +630,16 @@ def test_ab(srv):
     return cpu_figures(res, complete, cpu)
 
 
-def wrk_cmd(port, conns, path):
-    return timed(DUR + 30) + ["wrk", "-t1", f"-c{conns}", f"-d{DUR}s", "--latency",
-                              "-s", os.path.join(HERE, "wrk_report.lua"), f"http://127.0.0.1:{port}{path}"]
+def wrk_cmd(port, conns, path, scheme="http", close=False):
+    """close: every request with `Connection: close`, so each one is a new connection."""
+    return timed(DUR + 30) + ["wrk", "-t1", f"-c{conns}", f"-d{DUR}s", "--latency"] + \
+        (["-H", "Connection: close"] if close else []) + \
+        ["-s", os.path.join(HERE, "wrk_report.lua"), f"{scheme}://127.0.0.1:{port}{path}"]
 
 
-def test_wrk(srv, conns, path, sample=False):
-    out, cpu, peak = measure(srv, wrk_cmd(srv.port, conns, path), sample=sample)
+def test_wrk(srv, conns, path, sample=False, close=False):
+    scheme = "https" if srv.tls else "http"
+    out, cpu, peak = measure(srv, wrk_cmd(srv.port, conns, path, scheme, close), sample=sample)
     m = re.search(r"^BENCHJSON (\{.*\})$", out, re.M)
     if not m:
         return {"error": "wrk gave no result: " + out.strip()[-300:]}
@@ -612,9 +709,13 @@ def test_siege(srv, tmp):
     return cpu_figures(res, n, cpu)
 
 
+def idle_cmd(port, tls=False):
+    return [PYTHON, os.path.join(HERE, "idle_conns.py")] + (["--tls"] if tls else []) + \
+        [str(port), str(IDLE_N), str(IDLE_HOLD), "/index.html", str(IDLE_DEADLINE)]
+
+
 def test_idle(srv):
-    argv = timed(120) + [PYTHON, os.path.join(HERE, "idle_conns.py"), str(srv.port), str(IDLE_N), str(IDLE_HOLD),
-                          "/index.html", str(IDLE_DEADLINE)]
+    argv = timed(120) + idle_cmd(srv.port, bool(srv.tls))
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     ready = p.stdout.readline()
     m = re.match(r"READY ok=(\d+) failed=(\d+)", ready)
@@ -632,6 +733,55 @@ def test_idle(srv):
     still = num(r"DONE still_open=(\d+)", rest, int, 0)
     return {"held_rss_kib": max(samples), "held_pss_kib": max(pss), "held_ok": int(m.group(1)), "held_failed": int(m.group(2)),
             "still_open": still}
+
+
+# ---------------------------------------------------------------- HTTPS only
+
+def s_time_cmd(port):
+    """Sequential connections, each a full handshake (-new: no session is
+    resumed) and a GET /index.html over HTTP/1.0 (the server closes after it)."""
+    return timed(DUR + 30) + ["openssl", "s_time", "-connect", f"127.0.0.1:{port}", "-new",
+                              "-time", str(DUR), "-www", "/index.html"]
+
+
+def test_s_time(srv):
+    """New handshakes per second: openssl s_time's connections over the wall
+    time it ran (it prints its own rate per second of its user CPU time)."""
+    cpu0 = tree_cpu_s(srv.pid)
+    t0 = time.monotonic()
+    out = run(s_time_cmd(srv.port))
+    wall = time.monotonic() - t0
+    cpu = tree_cpu_s(srv.pid) - cpu0
+    n = num(r"^(\d+) connections in [\d.]+s;", out, int)
+    got = num(r"bytes read (\d+)\s*$", out, int)
+    if not n:
+        return {"error": "openssl s_time gave no result: " + out.strip()[-300:]}
+    res = {"rps": n / wall, "requests": n, "bytes_per_req": got / n if got is not None else None}
+    # Every connection must have had its page: the body and a head (no error page, no empty reply).
+    if res["bytes_per_req"] is not None and res["bytes_per_req"] < HTML_SIZE:
+        res["failed"] = n
+    else:
+        res["failed"] = 0
+    return cpu_figures(res, n, cpu)
+
+
+def tls_params(srv):
+    """What an OpenSSL client negotiates with the server by default, as
+    openssl s_client -brief prints it: protocol, cipher suite, key exchange."""
+    out = run(timed(20) + ["openssl", "s_client", "-connect", f"127.0.0.1:{srv.port}", "-brief",
+                           "-servername", "localhost", "-CAfile", srv.tls.cert, "-verify_return_error"])
+    got = {}
+    for key, label in (("protocol", "Protocol version"), ("cipher", "Ciphersuite"),
+                       ("kex", "Server Temp Key"), ("sig", "Signature type"), ("hash", "Hash used"),
+                       ("verify", "Verification")):
+        v = num(rf"^{label}:\s*(.+)$", out, str)
+        if v:
+            got[key] = v.strip()
+    if "sig" in got and "hash" in got:
+        got["sig"] += " " + got.pop("hash")
+    if got.get("verify") != "OK":
+        return {"error": "openssl s_client did not verify the bench's certificate: " + out.strip()[-300:]}
+    return got
 
 
 # ---------------------------------------------------------------- system calls (perf)
@@ -867,6 +1017,29 @@ def bench_server(server, round_no):
     log(f"round {round_no}: {server.name}")
     default_workers_pass(server, r)
     one_worker_pass(server, r)
+    return r
+
+
+def tls_pass(server, round_no, pair):
+    """The HTTPS tests, with CPU-count workers as in the HTTP tables."""
+    r = {}
+    log(f"round {round_no}: {server.name} over HTTPS with {CPUS} workers")
+    srv = Running(server, CPUS, tls=pair)
+    try:
+        r["jpg_header_bytes"] = srv.jpg_header
+        idle_memory(r, srv, "")
+        step(r, "params", tls_params, srv)
+        step(r, "wrk10", test_wrk, srv, SMALL_C, "/index.html")
+        step(r, "s_time", test_s_time, srv)
+        step(r, "close", test_wrk, srv, SMALL_C, "/index.html", close=True)
+        time.sleep(1)
+        step(r, "wrk500", test_wrk, srv, TLS_BIG_C, "/linux.jpg", sample=True)
+        r["peak_rss_kib"] = r["wrk500"].get("peak_rss_kib")
+        time.sleep(1)
+        step(r, "idle", test_idle, srv)
+        r["cmd"] = srv.argv
+    finally:
+        srv.stop()
     return r
 
 
@@ -1114,12 +1287,47 @@ def targets(results, names, cg):
     ]
 
 
-def targets_section(results, names, cg):
+# HTTPS goals: the whole server's RSS holding IDLE_N idle TLS connections and
+# at its peak during the 200 KiB test; handshakes at least this share of the
+# faster peer's.
+TLS_HELD_RSS_MAX_KIB = 16 * 1024
+TLS_PEAK_RSS_MAX_KIB = 12 * 1024
+HANDSHAKES_MIN = 0.8
+
+
+def tls_targets(results, names):
+    def ahead_per_cpu(name):
+        r, shown = ratio_cell(results, names, name, "wrk10", "req_per_cpu_s", True)
+        return (None if r is None else r > 1.0), shown
+
+    def handshakes(name):
+        r, shown = ratio_cell(results, names, name, "s_time", "rps", True)
+        return (None if r is None else r >= HANDSHAKES_MIN), shown
+
+    def at_most(test, key, limit):
+        def check(name):
+            v = agg_value(results, name, test, key, False)
+            return (None, "no figure") if v is None else (v <= limit, fmt_mib(v) + " MiB")
+        return check
+
+    return [
+        ("HTTPS keep-alive small file (`wrk -t1 -c10`): requests per server CPU-second ahead of both peers",
+         ahead_per_cpu),
+        (f"New handshakes per second (`openssl s_time -new`) at least {HANDSHAKES_MIN}× the faster peer",
+         handshakes),
+        (f"RSS with {IDLE_N} idle TLS keep-alive connections at most {fmt_mib(TLS_HELD_RSS_MAX_KIB)} MiB "
+         "for the whole server", at_most("idle", "held_rss_kib", TLS_HELD_RSS_MAX_KIB)),
+        (f"Peak RSS during {TLS_BIG_C} HTTPS clients on the 200 KiB file at most "
+         f"{fmt_mib(TLS_PEAK_RSS_MAX_KIB)} MiB", at_most(".", "peak_rss_kib", TLS_PEAK_RSS_MAX_KIB)),
+    ]
+
+
+def targets_section(results, names, cg, goals=None):
     builds = [n for n in names if is_marmoset(n)]
     if not builds:
         return ["No marmoset build ran: no targets to check."]
     L = ["| target | " + " | ".join(builds) + " |", "|---|" + "---|" * len(builds)]
-    for text, check in targets(results, names, cg):
+    for text, check in (goals if goals is not None else targets(results, names, cg)):
         L.append(f"| {text} | " + " | ".join(verdict(*check(b)) for b in builds) + " |")
     return L
 
@@ -1163,7 +1371,102 @@ def callgrind_section(cg, names):
     return L + ([""] + errs if errs else [])
 
 
-def report(results, names, env, servers, cg):
+def tls_section(tls, tnames, tservers):
+    """The HTTPS tables: tls holds each TLS server's rounds like results."""
+    L = ["## HTTPS: nginx and lighttpd (mod_openssl) against marmoset's tls builds", ""]
+    if not tnames:
+        return L + ["Not measured: no TLS server ran."]
+    L.append("Every server serves the same ECDSA P-256 key and self-signed certificate, made for the run "
+             f"(`{PAIR_CMD}`), with its TLS settings as shipped; {CPUS} workers (lighttpd single-process), "
+             "one HTTPS listener each. marmoset-glibc-tls is `cargo build --release --locked --features tls`, "
+             "marmoset-musl-tls the same for x86_64-unknown-linux-musl. Ratios are to the best peer in the "
+             "same column, as above. What an OpenSSL client (`openssl s_client -brief`, the certificate "
+             "verified) negotiates with each server by default:")
+    L.append("")
+    L.append("| server | protocol | cipher suite | key exchange | signature |")
+    L.append("|---|---|---|---|---|")
+    for name in tnames:
+        p = next((r["params"] for r in tls.get(name, []) if "protocol" in r.get("params", {})), {})
+        L.append(f"| {name} | " + " | ".join(p.get(k, "—") for k in ("protocol", "cipher", "kex", "sig")) + " |")
+    L.append("")
+    L.append(f"### Small file, keep-alive: `wrk -t1 -c{SMALL_C} -d{DUR}s --latency https://…/index.html`")
+    L.append("")
+    L.append(table(tls, tnames, "wrk10", [
+        (None, "rps", "requests/s", True, fmt_int, True, "agg"),
+        (None, "mibs", "MiB/s", True, fmt_1, True, "agg"),
+        (None, "failed", "errors", False, fmt_int, False, "sum"),
+        (None, "p99_ms", "p99 ms", False, fmt_2, True, "agg"),
+        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
+        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
+    ]))
+    L.append("")
+    L.append("### New handshakes")
+    L.append("")
+    L.append(f"`openssl s_time -new -time {DUR} -www /index.html`: one client, one connection after another, "
+             "each a full handshake (no session resumed) and a GET over HTTP/1.0; handshakes per second of "
+             "wall time, the server's CPU per handshake. \"page bytes\" is what s_time read per connection "
+             "(a full page and its head, or the row counts as failed).")
+    L.append("")
+    L.append(table(tls, tnames, "s_time", [
+        (None, "rps", "handshakes/s", True, fmt_int, True, "agg"),
+        (None, "failed", "failed", False, fmt_int, False, "sum"),
+        (None, "bytes_per_req", "page bytes / conn (min)", True, fmt_int, False, "min"),
+        (None, "cpu_per_100k", "server CPU s / 100k handshakes", False, fmt_2, True, "agg"),
+        (None, "req_per_cpu_s", "handshakes / server CPU-s", True, fmt_int, True, "agg"),
+    ]))
+    L.append("")
+    L.append(f"`wrk -t1 -c{SMALL_C} -d{DUR}s -H 'Connection: close' https://…/index.html`: a new connection for "
+             f"every request, {SMALL_C} at a time. wrk's OpenSSL client offers the previous session again at "
+             "each reconnect, so where the server resumes (session tickets, all three as shipped) these are "
+             "mostly resumed handshakes:")
+    L.append("")
+    L.append(table(tls, tnames, "close", [
+        (None, "rps", "connections/s", True, fmt_int, True, "agg"),
+        (None, "failed", "errors", False, fmt_int, False, "sum"),
+        (None, "p99_ms", "p99 ms", False, fmt_2, True, "agg"),
+        (None, "cpu_per_100k", "server CPU s / 100k conns", False, fmt_2, True, "agg"),
+        (None, "req_per_cpu_s", "conns / server CPU-s", True, fmt_int, True, "agg"),
+    ]))
+    L.append("")
+    L.append(f"### 200 KiB file, {TLS_BIG_C} clients: `wrk -t1 -c{TLS_BIG_C} -d{DUR}s --latency https://…/linux.jpg`")
+    L.append("")
+    L.append(table(tls, tnames, "wrk500", [
+        (None, "rps", "requests/s", True, fmt_int, True, "agg"),
+        (None, "mibs", "MiB/s", True, fmt_1, True, "agg"),
+        (None, "failed", "errors", False, fmt_int, False, "sum"),
+        (None, "p99_ms", "p99 ms", False, fmt_1, True, "agg"),
+        (None, "bytes_per_req", "bytes / req (min)", True, fmt_1, False, "min"),
+        (".", "jpg_header_bytes", "expected: 204800 + header", True, lambda v: f"{JPEG_SIZE + v:,.0f}",
+         False, "max"),
+        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
+        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
+    ]))
+    L.append("")
+    L.append("### Memory over HTTPS (RSS and PSS of all the server's processes, MiB)")
+    L.append("")
+    L.append(f"Idle: after start and two probe requests over HTTPS. Peak: sampled every 100 ms during the "
+             f"200 KiB test. Held: {IDLE_N} TLS keep-alive connections, each after its handshake and one "
+             f"GET /index.html, held {IDLE_HOLD:g} s (`bench/idle_conns.py --tls`).")
+    L.append("")
+    L.append(table(tls, tnames, None, [
+        (".", "idle_rss_kib", "idle", False, fmt_mib, True, "agg"),
+        (".", "peak_rss_kib", f"peak during {TLS_BIG_C} clients", False, fmt_mib, True, "agg"),
+        ("idle", "held_rss_kib", f"{IDLE_N} TLS conns held", False, fmt_mib, True, "agg"),
+        (".", "idle_pss_kib", "PSS idle", False, fmt_mib, True, "agg"),
+        ("idle", "held_pss_kib", f"PSS {IDLE_N} TLS conns held", False, fmt_mib, True, "agg"),
+        ("idle", "held_ok", "conns served (min)", True, fmt_int, False, "min"),
+        ("idle", "still_open", "still open (min)", True, fmt_int, False, "min"),
+    ]))
+    errs = [f"- {name} round {i}: params: {r['params']['error']}"
+            for name in tnames for i, r in enumerate(tls.get(name, []), 1) if "error" in r.get("params", {})]
+    if errs:
+        L += [""] + errs
+    return L
+
+
+def report(results, names, env, servers, cg, tls=None, tservers=()):
+    tls = tls or {}
+    tnames = [t.name for t in tservers]
     agg_word = ("median over rounds" if AGG != "best"
                 else "best over rounds (highest rate, lowest latency/RSS/CPU)")
     ratio = (" (N×) = this server's value / the best peer's in the same column: the fastest peer's for "
@@ -1182,6 +1485,8 @@ def report(results, names, env, servers, cg):
     L.append("- marmoset-glibc: the host build (`cargo build --release`, x86_64-unknown-linux-gnu); "
              "marmoset-musl: the static x86_64-unknown-linux-musl build, what devices get. The peers are "
              "nginx, lighttpd and h2o.")
+    L.append("- marmoset-glibc-tls and marmoset-musl-tls: the same builds with `--features tls`, in the HTTPS "
+             "section only, beside nginx and lighttpd.")
     L.append("- versions: " + "; ".join(f"{k}: `{v}`" for k, v in env["versions"].items()))
     L.append("")
     L.append("## Targets")
@@ -1190,6 +1495,10 @@ def report(results, names, env, servers, cg):
              "lowest CPU), named after it." + (" A smoke run's figures are not results." if SMOKE else ""))
     L.append("")
     L.extend(targets_section(results, names, cg))
+    L.append("")
+    L.append("Over HTTPS, the tls builds against nginx and lighttpd (section HTTPS):")
+    L.append("")
+    L.extend(targets_section(tls, tnames, cg, tls_targets(tls, tnames)))
     L.append("")
     L.append("## (a) small file, keep-alive: `ab -k -c 10 -n %d /index.html` (1364 bytes)" % AB_N)
     L.append("")
@@ -1310,6 +1619,8 @@ def report(results, names, env, servers, cg):
         L.append("")
         L.extend(syscall_section(results, names, "sys"))
     L.append("")
+    L.extend(tls_section(tls, tnames, tservers))
+    L.append("")
     L.append("## User-space instructions per request (callgrind)")
     L.append("")
     L.append(f"Each marmoset build with `--workers 1` under `{' '.join(CALLGRIND)}`, started once "
@@ -1346,6 +1657,15 @@ def report(results, names, env, servers, cg):
     L.append(f"perf stat -x , -o FILE -e '{syscall_events()}' -p PIDS -- " + " ".join(ab_cmd("PORT", PERF_N)))
     L.append(" ".join(CALLGRIND) + " --callgrind-out-file=TMP/callgrind.out.%p MARMOSET --root DOCROOT "
              "--listen 127.0.0.1:PORT --workers 1")
+    L.append("# HTTPS")
+    L.append(PAIR_CMD)
+    L.append(" ".join(wrk_cmd("PORT", SMALL_C, "/index.html", "https")))
+    L.append(" ".join(s_time_cmd("PORT")))
+    L.append(" ".join(shlex.quote(a) for a in wrk_cmd("PORT", SMALL_C, "/index.html", "https", close=True)))
+    L.append(" ".join(wrk_cmd("PORT", TLS_BIG_C, "/linux.jpg", "https")))
+    L.append("python3 " + " ".join(idle_cmd("PORT", True)[1:]).replace(HERE, "bench"))
+    L.append("openssl s_client -connect 127.0.0.1:PORT -brief -servername localhost -CAfile TMP/tls/cert.pem "
+             "-verify_return_error")
     L.append("```")
     L.append("")
     L.append("siegerc:")
@@ -1363,6 +1683,13 @@ def report(results, names, env, servers, cg):
             shown = " ".join(shlex.quote(a) for a in cmd).replace(s.docroot, "DOCROOT").replace(s.tmp, "TMP")
             shown = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", shown)
         L.append(f"- **{s.name}**: `{shown}` — {s.changes}")
+    for s in tservers:
+        cmd = next((r.get("cmd") for r in tls.get(s.name, []) if r.get("cmd")), None)
+        shown = "(did not run)"
+        if cmd:
+            shown = " ".join(shlex.quote(a) for a in cmd).replace(s.docroot, "DOCROOT").replace(s.tmp, "TMP")
+            shown = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", shown)
+        L.append(f"- **{s.name}** over HTTPS: `{shown}` — {s.tls_changes}")
     if NOTES:
         L.append("")
         L.append("## Notes from this run")
@@ -1390,8 +1717,22 @@ def main():
             note(f"{s.name} not available ({s.binary}); skipped")
             continue
         servers.append(s)
-    if all(is_marmoset(s.name) for s in servers):
+    if "http" not in PARTS:
+        servers = []
+    if servers and all(is_marmoset(s.name) for s in servers):
         note("no peer is in the run: no ratios")
+    tservers, pair = [], None
+    if "https" in PARTS:
+        pair = make_pair(tmp)
+        for s in make_servers(TLS_SERVERS, tmp, docroot, MARMOSET_TLS_BUILDS):
+            why = None if s.available() else s.binary
+            why = why or s.tls_available()
+            if why:
+                note(f"{s.name} over HTTPS not available ({why}); skipped")
+                continue
+            tservers.append(s)
+        if tservers and all(is_marmoset(s.name) for s in tservers):
+            note("no HTTPS peer is in the run: no HTTPS ratios")
 
     global PERF_WHY, CALLGRIND_WHY
     PERF_WHY = perf_unavailable()
@@ -1401,8 +1742,10 @@ def main():
     if CALLGRIND_WHY:
         note(f"instructions not counted: {CALLGRIND_WHY}")
 
-    env = env_info(servers, tmp)
+    env = env_info(servers + [t for t in tservers if t.name not in {s.name for s in servers}], tmp)
     results = {s.name: [] for s in servers}
+    tls = {s.name: [] for s in tservers}
+    tbroken = set()
     cg = {}   # marmoset build -> callgrind figures
     broken = set()
 
@@ -1421,6 +1764,14 @@ def main():
                 except RuntimeError as e:
                     note(f"round {rnd}: {s.name}: {e}")
                     broken.add(s.name)
+            for s in (tservers if rnd % 2 else list(reversed(tservers))):
+                if s.name in tbroken:
+                    continue
+                try:
+                    tls[s.name].append(tls_pass(s, rnd, pair))
+                except RuntimeError as e:
+                    note(f"round {rnd}: {s.name} over HTTPS: {e}")
+                    tbroken.add(s.name)
         # Once, not per round: the instruction count does not depend on the machine's load.
         for s in servers:
             if is_marmoset(s.name) and s.name not in broken and not CALLGRIND_WHY:
@@ -1429,17 +1780,17 @@ def main():
     finally:
         keep = os.path.join(OUT, "last-run")   # configs and server logs, for a look afterwards
         shutil.rmtree(keep, ignore_errors=True)
-        shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("www"))
+        shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("www", "key.pem"))
         shutil.rmtree(tmp, ignore_errors=True)
 
     names = [s.name for s in servers]
-    text = report(results, names, env, servers, cg)
+    text = report(results, names, env, servers, cg, tls, tservers)
     path = os.environ.get("BENCH_RESULTS") or (os.path.join(OUT, "results-smoke.md") if SMOKE
                                                 else os.path.join(HERE, "results.md"))
     with open(path, "w") as f:
         f.write(text)
     with open(os.path.join(OUT, "raw-smoke.json" if SMOKE else "raw.json"), "w") as f:
-        json.dump({"env": env, "results": results, "callgrind": cg, "notes": NOTES}, f, indent=1)
+        json.dump({"env": env, "results": results, "https": tls, "callgrind": cg, "notes": NOTES}, f, indent=1)
     print(text)
     log(f"report written to {path}")
     # Non-zero exit when the harness itself broke (a server did not start, a tool
@@ -1452,8 +1803,11 @@ def main():
               for i, r in enumerate(rs, 1) for k, t in r.items()
               if isinstance(t, dict) and "error" in t and not (k == "siege" and t["error"] == siege_hang)]
     errors += [f"{name}: callgrind: {c['error']}" for name, c in cg.items() if "error" in c]
+    errors += [f"{name} over HTTPS round {i}: {k}: {t['error']}" for name, rs in tls.items()
+               for i, r in enumerate(rs, 1) for k, t in r.items() if isinstance(t, dict) and "error" in t]
     if any(siege_hang in n for n in NOTES):
         log("note: siege hung (a known siege 4.0.7 bug); its rows show no result")
+    broken |= {f"{name} over HTTPS" for name in tbroken}
     if broken or errors:
         log("FAILED: " + "; ".join(sorted(broken) + errors))
         sys.exit(1)

@@ -2,14 +2,16 @@
 # Marmoset benchmark: marmoset (its glibc and its musl build) vs nginx,
 # lighttpd and h2o (Debian defaults), all on 127.0.0.1, one server at a time:
 # rates, CPU and memory, system calls per request (perf) and marmoset's
-# instructions per request (callgrind).  Run as root from a clone:
+# instructions per request (callgrind); over HTTPS, marmoset's tls builds vs
+# nginx and lighttpd (mod_openssl).  Run as root from a clone:
 #
 #   bench/run.sh                  full run (ROUNDS=2), writes bench/results.md
 #   BENCH_SMOKE=1 bench/run.sh    2-second tests, writes bench/out/results-smoke.md
 #
 # Environment: ROUNDS, BENCH_SMOKE, BENCH_AGG=median|best, BENCH_SERVERS,
-# CARGO_TARGET_DIR (default target/), MARMOSET_BIN (skip the builds, the
-# firmware ones for the size table included, and run only this binary),
+# BENCH_TLS_SERVERS, BENCH_PARTS ("http https"), CARGO_TARGET_DIR (default
+# target/), MARMOSET_BIN (skip the builds, the firmware ones for the size table
+# included, and run only this binary; MARMOSET_TLS_BIN for a tls build),
 # MARMOSET_ARGS (extra marmoset flags), BENCH_NO_INSTALL=1.
 # Details of the tests: bench/bench.py.
 set -euo pipefail
@@ -24,7 +26,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 # ---- packages --------------------------------------------------------------
-pkgs=(nginx lighttpd h2o apache2-utils siege wrk procps python3 python3-pil file coreutils valgrind)
+pkgs=(nginx lighttpd lighttpd-mod-openssl h2o apache2-utils siege wrk openssl procps python3 python3-pil file coreutils valgrind)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
@@ -48,7 +50,7 @@ if [ "${#missing[@]}" -gt 0 ] && [ "${BENCH_NO_INSTALL:-}" != 1 ]; then
     if [ -n "$made_policy" ]; then rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
     # Whatever got started anyway by the packages just installed: stop and disable it.
     for svc in nginx lighttpd h2o; do
-        case " ${missing[*]} " in *" $svc "*) ;; *) continue ;; esac
+        case " ${missing[*]} " in *" $svc "* | *" $svc-mod-openssl "*) ;; *) continue ;; esac
         if [ -d /run/systemd/system ]; then
             systemctl disable --now "$svc" >/dev/null 2>&1 || true
         else
@@ -62,11 +64,29 @@ fi
 
 # ---- marmoset ----------------------------------------------------------------
 # Two builds run side by side: the host's (glibc) and the static musl one that
-# devices get (no shared libc pages in its RSS, musl's own allocator).
+# devices get (no shared libc pages in its RSS, musl's own allocator); and the
+# same two with --features tls for the HTTPS tests, copied to marmoset-tls
+# beside them before the default builds take their place again.
 if [ -z "${MARMOSET_BIN:-}" ]; then
     if command -v cargo >/dev/null; then
-        say "cargo build --release, for the host and for x86_64-unknown-linux-musl (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target})"
+        target_dir=${CARGO_TARGET_DIR:-target}
+        case "$target_dir" in /*) ;; *) target_dir=$repo/$target_dir ;; esac
         rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl >&2
+        # ring's C for the musl target: the host's cc (cc-rs would look for x86_64-linux-musl-gcc).
+        export CC_x86_64_unknown_linux_musl=${CC_x86_64_unknown_linux_musl:-cc}
+        say "cargo build --release --locked --features tls, for the host and for x86_64-unknown-linux-musl"
+        for t in host x86_64-unknown-linux-musl; do
+            if [ "$t" = host ]; then args=() dir=$target_dir/release name=GLIBC
+            else args=(--target "$t") dir=$target_dir/$t/release name=MUSL; fi
+            rm -f "$dir/marmoset-tls"
+            if (cd "$repo" && cargo build --release --locked --features tls "${args[@]}" >&2); then
+                cp "$dir/marmoset" "$dir/marmoset-tls"
+            else
+                say "marmoset tls build for $t FAILED: not benchmarked"
+                export "BENCH_MARMOSET_${name}_TLS_UNAVAILABLE=cargo build --release --locked --features tls ${args[*]} failed"
+            fi
+        done
+        say "cargo build --release, for the host and for x86_64-unknown-linux-musl (CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target})"
         # A build that fails must not leave its stale binary to be benchmarked.
         if ! (cd "$repo" && cargo build --release --locked >&2); then
             say "marmoset glibc build FAILED: not benchmarked"
