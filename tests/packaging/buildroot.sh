@@ -207,7 +207,7 @@ rm -rf "$work/archive"
 mkdir -p "$work/archive" "$dlsrc"
 git archive "$tree" | tar -x -C "$work/archive"
 rsync -rlc --delete --exclude /target --exclude /VENDOR --exclude /.cargo "$work/archive/" "$dlsrc/"
-if [ ! -d "$work/vendor-$lockkey/VENDOR" ]; then
+if [ ! -e "$work/vendor-$lockkey/complete" ]; then
 	rm -rf "$work"/vendor-*
 	mkdir -p "$work/vendor-$lockkey/.cargo"
 	cp Cargo.toml Cargo.lock "$work/vendor-$lockkey/"
@@ -218,8 +218,9 @@ if [ ! -d "$work/vendor-$lockkey/VENDOR" ]; then
 	if ! (cd "$work/vendor-$lockkey" && CARGO_HOME=$work/cargo-home-vendor cargo vendor --locked VENDOR \
 		>.cargo/config.toml 2>"$work/vendor.log"); then
 		bad "cargo vendor ($work/vendor.log)"
-		# Not kept for the next run: it is complete or it is not there.
-		mv "$work/vendor-$lockkey" "$work/vendor-failed"
+	else
+		# Kept for the next run with this Cargo.lock only once it is whole.
+		touch "$work/vendor-$lockkey/complete"
 	fi
 fi
 # What cargo-post-process leaves: VENDOR/ and the .cargo/config.toml it writes,
