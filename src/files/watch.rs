@@ -6,8 +6,10 @@
 
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
+use std::task::Poll;
 
 use async_io::Async;
+use futures_lite::future;
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
@@ -104,21 +106,56 @@ impl Watch {
     }
 
     /// Waits for the kernel to report changes, and hands each to `each`.
+    ///
+    /// Interest is registered before every read, so a change after a read
+    /// that found nothing makes the armed descriptor ready ahead of any
+    /// request sent after it. And every wake-up reads: async-io counts an
+    /// event delivered in the reactor tick the interest was registered in
+    /// as possibly old and would wait one more turn, while the connection
+    /// woken in that same turn is served.
     pub async fn changes(&self, mut each: impl FnMut(&Change)) -> std::io::Result<()> {
-        self.inotify.readable().await?;
         let mut buf = [0u8; 4096];
         loop {
-            match nix::unistd::read(self.inotify.get_ref(), &mut buf) {
-                Ok(n) => records(&buf[..n], |wd, mask, name| {
-                    self.note(wd, mask, name, &mut each)
-                }),
-                Err(Errno::EINTR) => {}
-                Err(Errno::EAGAIN) => return Ok(()),
-                Err(e) => {
-                    each(&Change::All);
-                    return Err(e.into());
+            // A readiness async-io kept from before is taken, and the
+            // interest registered again (it answers Pending once it is).
+            future::poll_fn(|cx| {
+                loop {
+                    match self.inotify.poll_readable(cx) {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Pending => return Poll::Ready(Ok(())),
+                    }
+                }
+            })
+            .await?;
+            let mut found = false;
+            loop {
+                match nix::unistd::read(self.inotify.get_ref(), &mut buf) {
+                    Ok(n) => {
+                        found = true;
+                        records(&buf[..n], |wd, mask, name| {
+                            self.note(wd, mask, name, &mut each)
+                        });
+                    }
+                    Err(Errno::EINTR) => {}
+                    Err(Errno::EAGAIN) if found => return Ok(()),
+                    Err(Errno::EAGAIN) => break,
+                    Err(e) => {
+                        each(&Change::All);
+                        return Err(e.into());
+                    }
                 }
             }
+            // Nothing yet: until the wake-up registered above.
+            let mut asleep = false;
+            future::poll_fn(|_| {
+                if std::mem::replace(&mut asleep, true) {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
         }
     }
 
