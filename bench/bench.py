@@ -1113,6 +1113,21 @@ def best_peer(results, names, test, key, higher_better):
     return max(vals) if higher_better else min(vals)
 
 
+def wrk500_columns():
+    """The columns of a wrk -c500 table on the 200 KiB image, over HTTP or HTTPS."""
+    return [
+        (None, "rps", "requests/s", True, fmt_int, True, "agg"),
+        (None, "mibs", "MiB/s", True, fmt_1, True, "agg"),
+        (None, "failed", "errors", False, fmt_int, False, "sum"),
+        (None, "p99_ms", "p99 ms", False, fmt_1, True, "agg"),
+        (None, "bytes_per_req", "bytes / req (min)", True, fmt_1, False, "min"),
+        (".", "jpg_header_bytes", "expected: 204800 + header", True, lambda v: f"{JPEG_SIZE + v:,.0f}",
+         False, "max"),
+        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
+        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
+    ]
+
+
 def table(results, names, test, cols):
     """cols: (test_or_None, key, label, higher_better, fmt, with_ratio, how) ; how: agg|sum|max|min.
     A ratio is to the best peer in the same column."""
@@ -1430,17 +1445,7 @@ def tls_section(tls, tnames, tservers):
     L.append("")
     L.append(f"### 200 KiB file, {TLS_BIG_C} clients: `wrk -t1 -c{TLS_BIG_C} -d{DUR}s --latency https://…/linux.jpg`")
     L.append("")
-    L.append(table(tls, tnames, "wrk500", [
-        (None, "rps", "requests/s", True, fmt_int, True, "agg"),
-        (None, "mibs", "MiB/s", True, fmt_1, True, "agg"),
-        (None, "failed", "errors", False, fmt_int, False, "sum"),
-        (None, "p99_ms", "p99 ms", False, fmt_1, True, "agg"),
-        (None, "bytes_per_req", "bytes / req (min)", True, fmt_1, False, "min"),
-        (".", "jpg_header_bytes", "expected: 204800 + header", True, lambda v: f"{JPEG_SIZE + v:,.0f}",
-         False, "max"),
-        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
-        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
-    ]))
+    L.append(table(tls, tnames, "wrk500", wrk500_columns()))
     L.append("")
     L.append("### Memory over HTTPS (RSS and PSS of all the server's processes, MiB)")
     L.append("")
@@ -1541,17 +1546,7 @@ def report(results, names, env, servers, cg, tls=None, tservers=()):
              "count over completed requests: a little above the expected size = responses still in flight "
              "when wrk stopped; below it = truncated responses.")
     L.append("")
-    L.append(table(results, names, "wrk500", [
-        (None, "rps", "requests/s", True, fmt_int, True, "agg"),
-        (None, "mibs", "MiB/s", True, fmt_1, True, "agg"),
-        (None, "failed", "errors", False, fmt_int, False, "sum"),
-        (None, "p99_ms", "p99 ms", False, fmt_1, True, "agg"),
-        (None, "bytes_per_req", "bytes / req (min)", True, fmt_1, False, "min"),
-        (".", "jpg_header_bytes", "expected: 204800 + header", True, lambda v: f"{JPEG_SIZE + v:,.0f}",
-         False, "max"),
-        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
-        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
-    ]))
+    L.append(table(results, names, "wrk500", wrk500_columns()))
     L.append("")
     L.append("## Memory (RSS and PSS of all the server's processes, MiB)")
     L.append("")
