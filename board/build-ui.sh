@@ -5,7 +5,7 @@
 #   board/build-ui.sh --check   exit 1 if the committed rootfs-overlay/www/ differs from a fresh build
 #
 # What it does, in order:
-#   1. Every file in board/ui/ except index.html, 404.html and favicon.* is renamed with an
+#   1. Every file in board/ui/ except the HTML pages and favicon.* is renamed with an
 #      8-hex-digit content hash taken from sha256sum: app.js -> app.3f2a9c1b.js. Such names
 #      match the server's `@hashed` cache pattern, so they can be cached for a year.
 #      Stylesheets are hashed after the other assets, so url(...) references inside them
@@ -60,7 +60,7 @@ mkdir "$stage/www"
 : > "$map"
 
 is_text() { case "$1" in *.html|*.css|*.js|*.svg|*.json) return 0 ;; esac; return 1; }
-unhashed() { case "$1" in index.html|404.html|favicon.*) return 0 ;; esac; return 1; }
+unhashed() { case "$1" in *.html|favicon.*) return 0 ;; esac; return 1; }
 
 # Rewrite references to every name in $map inside file $1 (in place).
 # A reference is the bare name between quote/paren/slash/= and quote/paren/?/#.
