@@ -11,6 +11,7 @@
 //! - `logs`: the process log (stderr or syslog) and the access log;
 //! - `net`: nonblocking socket I/O with deadlines, buffers, slots;
 //! - `cgi`: CGI/1.1 scripts, from finding one to its answer;
+//! - `proxy`: the reverse proxy to local backends, pool to tunnel;
 //! - `config`: the configuration, from its file and the command line;
 //! - `server`: a worker, its connections and the request pipeline;
 //! - `process`: start-up and the supervisor of the workers.
@@ -34,6 +35,7 @@ mod net;
 mod no_unwind;
 mod policy;
 pub mod process;
+mod proxy;
 mod server;
 mod sys;
 #[cfg(feature = "tls")]

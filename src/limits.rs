@@ -164,3 +164,16 @@ pub const TLS_HELD: usize = 0xffff + 5 + 256;
 /// overhead (at most 29 bytes for TLS 1.2 AES-GCM) fit one output buffer.
 #[cfg(feature = "tls")]
 pub const TLS_CHUNK: usize = OUT_BUF - 64;
+
+/// Proxy: idle connections a worker keeps per route for the next request.
+/// A browser sends about 6 requests at once; more kept would mostly sit.
+pub const PROXY_IDLE: usize = 4;
+/// A kept backend connection older than this is closed, not reused:
+/// under Node's 5 s keep-alive default, so a backend rarely closes one
+/// just as a request goes out on it.
+pub const PROXY_IDLE_FOR: Duration = Duration::from_secs(4);
+/// Proxy: body bytes read and sent at once, each way: an output buffer's
+/// worth, and all a connection holds of a body, whatever its size.
+pub const PROXY_CHUNK: usize = 16 * 1024;
+/// Header fields in a backend's answer head; past it: 502.
+pub const MAX_ANSWER_FIELDS: usize = 64;

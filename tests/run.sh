@@ -17,7 +17,7 @@ install_everything() {
 	local pkgs=(
 		curl gzip brotli openssl apache2-utils wrk procps util-linux binutils python3 file
 		gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static qemu-system-arm cpio
-		chromium busybox systemd slowhttptest shellcheck
+		chromium busybox systemd slowhttptest shellcheck python3-websockets
 		gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 	)
 	# Node may come from elsewhere than Debian (its npm then conflicts with Debian's).

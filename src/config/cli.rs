@@ -112,6 +112,12 @@ CGI:
   --cgi-max N                  scripts at once, 503 beyond (default 8)
   --cgi-max-body BYTES         request body limit, 413 beyond (default 1048576)
 
+Reverse proxy:
+  --proxy PREFIX BACKEND       BACKEND unix:/path or http://IP:PORT; repeatable
+  --proxy-timeout S            backend's time to start answering, 504 after (default 30)
+  --proxy-max N                backend connections per worker, 503 beyond (default 64)
+  --proxy-max-body BYTES       request body limit, 413 beyond (default off: none)
+
 Access control (first matching rule wins):
   --auth PREFIX \"REALM\" FILE   Basic auth, users from an htpasswd file
   --allow PREFIX BLOCK         by address or CIDR, or `all`

@@ -13,6 +13,7 @@ use crate::logs::access_log::Destination;
 use crate::policy::hosts::AllowedHosts;
 use crate::policy::rules::Rules;
 use crate::policy::{access, auth};
+use crate::proxy::settings as proxy;
 use crate::values::{parse_bool, parse_count, parse_path, parse_range, parse_secs};
 
 pub mod cli;
@@ -47,6 +48,7 @@ pub struct Config {
     pub symlinks: Symlinks,
     pub rules: Rules,
     pub cgi: cgi::Settings,
+    pub proxy: proxy::Settings,
     /// Address rules, first match wins.
     pub access: Vec<access::Rule>,
     pub realms: Vec<auth::Realm>,
@@ -85,6 +87,7 @@ impl Default for Config {
             symlinks: Symlinks::Inside,
             rules: Rules::default(),
             cgi: cgi::Settings::default(),
+            proxy: proxy::Settings::default(),
             access: Vec::new(),
             realms: Vec::new(),
             tls: tls::Settings::default(),
@@ -224,6 +227,10 @@ pub const KEYS: &[&str] = &[
     "cgi-timeout",
     "cgi-max",
     "cgi-max-body",
+    "proxy",
+    "proxy-timeout",
+    "proxy-max",
+    "proxy-max-body",
     "auth",
     "allow",
     "deny",
@@ -373,7 +380,10 @@ fn set(
             c.realms.push(realm);
         }
         _ => {
-            if !c.rules.apply(key, value)? && !c.cgi.apply(key, value)? {
+            if !c.rules.apply(key, value)?
+                && !c.cgi.apply(key, value)?
+                && !c.proxy.apply(key, value)?
+            {
                 return Err("unknown setting".into());
             }
         }

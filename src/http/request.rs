@@ -34,6 +34,8 @@ pub enum BodyKind {
 #[derive(Debug)]
 pub struct Request<'a> {
     pub method: Method,
+    /// The method as sent, for a proxied request.
+    pub method_token: &'a str,
     /// Origin-form `path?query` (an absolute-form target is reduced to it).
     pub target: &'a [u8],
     /// The host (and port) of an absolute-form target, without userinfo:
@@ -123,6 +125,11 @@ impl<'a> Request<'a> {
             } else {
                 Method::Get
             },
+            method_token: if self.method == Method::Head {
+                "HEAD"
+            } else {
+                "GET"
+            },
             target,
             authority: None,
             body: BodyKind::None,
@@ -187,6 +194,7 @@ pub fn parse<'a>(
     let (framing, fields) = Framing::read(headers, version)?;
     Ok(Some(Request {
         method: method(method_str),
+        method_token: method_str,
         target,
         authority,
         version,

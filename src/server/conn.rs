@@ -27,6 +27,9 @@ use crate::net::input::Input;
 use crate::net::slots::Slot;
 use crate::net::sock::{End, Sock, Stream, within};
 use crate::policy::auth;
+use crate::proxy::exchange::{self as proxied, Outcome};
+use crate::proxy::outgoing::Forward;
+use crate::proxy::relay::Waits;
 use crate::server::router::{self, Routed};
 use crate::server::state::Worker;
 
@@ -113,6 +116,7 @@ struct Prepared {
 enum Step {
     Send(Prepared),
     Script(Box<Job>, Meta),
+    Proxy(Box<Forward>, Meta),
 }
 
 enum Next {
@@ -185,6 +189,7 @@ impl Conn {
         match step {
             Step::Send(prepared) => self.send_prepared(prepared).await.map(Some),
             Step::Script(job, meta) => self.run_script(*job, meta).await.map(Some),
+            Step::Proxy(forward, meta) => self.run_proxy(*forward, meta).await.map(Some),
         }
     }
 
@@ -203,13 +208,19 @@ impl Conn {
             #[cfg(feature = "tls")]
             tls: self.sock.tls.is_some(),
         };
-        let routed = match req.body {
-            BodyKind::Length(n) if n > MAX_DISCARDED_BODY.max(self.w.config.cgi.max_body) => {
+        // A proxied body has its own limit, checked as it is forwarded.
+        let routed = match (
+            router::route(&self.w.site, &req, &client, verdict),
+            req.body,
+        ) {
+            (Routed::Respond(_) | Routed::Cgi(_), BodyKind::Length(n))
+                if n > MAX_DISCARDED_BODY.max(self.w.config.cgi.max_body) =>
+            {
                 let mut r = router::failure(&self.w.site, Status::ContentTooLarge, "");
                 r.close = true;
                 Routed::Respond(r)
             }
-            _ => router::route(&self.w.site, &req, &client, verdict),
+            (routed, _) => routed,
         };
         let last = self.served + 1 >= self.w.config.max_requests;
         let meta = Meta {
@@ -233,6 +244,10 @@ impl Conn {
             Routed::Cgi(job) => {
                 self.keep_request_line();
                 Step::Script(job, meta)
+            }
+            Routed::Proxy(forward) => {
+                self.keep_request_line();
+                Step::Proxy(forward, meta)
             }
         };
         Ok(Some(Next::Step(step)))
@@ -355,6 +370,49 @@ impl Conn {
         }
     }
 
+    /// Forwards a request to its backend and relays the answer.
+    async fn run_proxy(&mut self, forward: Forward, meta: Meta) -> Result<Sent, End> {
+        self.input.consume(meta.head_len);
+        let reply = meta.reply;
+        let config = self.w.config;
+        let mut exchange = proxied::Exchange {
+            sock: &self.sock,
+            input: &mut self.input,
+            pool: &self.w.proxy,
+            buffers: &self.w.pool,
+            clock: &self.w.clock,
+            settings: &config.proxy,
+            waits: Waits {
+                deadlines: self.w.deadlines,
+                client: config.header_timeout,
+                backend: config.proxy.timeout,
+            },
+            idle: config.keepalive_timeout,
+            version: reply.version,
+            keep_alive: reply.keep_alive,
+            expects_continue: meta.expects_continue,
+        };
+        match exchange.run(&forward).await? {
+            Outcome::Sent {
+                status,
+                bytes,
+                reusable,
+            } => Ok(Sent {
+                status,
+                bytes,
+                keep_alive: reply.keep_alive && reusable,
+            }),
+            Outcome::Failed { status, body_read } => {
+                let mut r = router::failure(&self.w.site, status, "");
+                if status == Status::ServiceUnavailable {
+                    r.add_header(header::RETRY_SOON);
+                }
+                r.close = !body_read;
+                self.send(r, reply).await
+            }
+        }
+    }
+
     /// Routes a script's local redirect as a GET of `target` with the
     /// original request's header fields: address rules, auth and scripts
     /// apply to it as to any request. `Ok` is another script to run.
@@ -379,6 +437,15 @@ impl Conn {
             match router::route(&self.w.site, &req, &client, verdict.take()) {
                 Routed::Respond(response) => return Err(response),
                 Routed::Cgi(job) => return Ok(job),
+                // A script's redirect is answered here, not by a backend.
+                Routed::Proxy(_) => {
+                    log::warn!("cgi redirect to {target}: a proxied path; 500");
+                    return Err(router::failure(
+                        &self.w.site,
+                        Status::InternalServerError,
+                        "",
+                    ));
+                }
                 Routed::Verify(pending) => verdict = Some(pending.run().await),
             }
         }

@@ -5,12 +5,13 @@
 //! 2. path: decoded and normalised, or 400/404/414;
 //! 3. address rules (403), then Basic auth (401, 429, 503);
 //! 4. redirect rules from the config;
-//! 5. CGI scripts under their prefixes (GET, HEAD, POST);
-//! 6. static files for GET and HEAD (405 otherwise): a precompressed variant
+//! 5. reverse proxy prefixes (every method but CONNECT), to their backends;
+//! 6. CGI scripts under their prefixes (GET, HEAD, POST);
+//! 7. static files for GET and HEAD (405 otherwise): a precompressed variant
 //!    when the client takes one, a `.gz` alone decompressed for a client that
 //!    does not, the directory index or listing, the SPA fallback, or the
 //!    error page; conditions and range apply to the representation chosen;
-//! 7. the config's Cache-Control and header rules.
+//! 8. the config's Cache-Control and header rules (not on proxied answers).
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -36,6 +37,7 @@ use crate::limits::{KEPT_RULE_LINES, LISTING_FRESH};
 use crate::policy::access::{self, Verdict};
 use crate::policy::auth::{self, Auth, Decision};
 use crate::policy::rules::Matched;
+use crate::proxy::outgoing::{self, Forward};
 
 /// What a worker serves: the configuration, the open root, auth state.
 /// The last listing page made: its directory, when, the page.
@@ -114,6 +116,8 @@ pub struct Client {
 pub enum Routed {
     Respond(Response),
     Cgi(Box<Job>),
+    /// A request for a backend, its head ready to send.
+    Proxy(Box<Forward>),
     /// A password to check before deciding (the caller runs it and asks again).
     Verify(auth::Pending),
 }
@@ -184,6 +188,24 @@ pub fn route(
     };
     if let Some(r) = redirect(site, shown, query) {
         return Routed::Respond(finish(site, r, path.as_str()));
+    }
+    if let Some((index, _)) = site.config.proxy.route_for(shown) {
+        let origin = outgoing::Origin {
+            peer: client.peer.ip(),
+            #[cfg(feature = "tls")]
+            tls: client.tls,
+            #[cfg(not(feature = "tls"))]
+            tls: false,
+        };
+        return match Forward::new(index, req, &origin) {
+            Ok(forward) => Routed::Proxy(Box::new(forward)),
+            Err(Status::MethodNotAllowed) => Routed::Respond(not_allowed(
+                site,
+                "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH",
+                path.as_str(),
+            )),
+            Err(status) => Routed::Respond(finish(site, Response::status(status), path.as_str())),
+        };
     }
     if let Some(script) = script::find(&site.config.cgi, &site.root, &path, shown) {
         return match (script, req.method) {

@@ -10,6 +10,7 @@ use crate::net::deadline::Deadlines;
 use crate::net::idle::IdleQueue;
 use crate::net::notify::Notify;
 use crate::net::slots::Slots;
+use crate::proxy::pool::Pool as ProxyPool;
 use crate::server::frames::Frames;
 use crate::server::router::Site;
 
@@ -31,6 +32,8 @@ pub struct Worker {
     pub shares_listeners: bool,
     /// This worker's share of the scripts that may run at once.
     pub scripts: Slots,
+    /// Connections to proxy backends, open and kept.
+    pub proxy: ProxyPool,
     stopping: Cell<bool>,
     /// Replaced by a reload: no new connections, none kept alive, exit when idle.
     retiring: Cell<bool>,
@@ -63,6 +66,7 @@ impl Worker {
             idle: IdleQueue::default(),
             shares_listeners: workers > 1,
             scripts: Slots::new(config.cgi.max.div_ceil(workers)),
+            proxy: ProxyPool::new(config.proxy.max),
             stopping: Cell::new(false),
             retiring: Cell::new(false),
             stop: Notify::default(),

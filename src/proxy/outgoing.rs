@@ -1,0 +1,193 @@
+//! The request head sent to a backend: the client's method, target and
+//! end-to-end fields, without hop-by-hop fields and without any
+//! `X-Forwarded-*` or `Forwarded` the client sent, then Marmoset's own
+//! `X-Forwarded-*` and the framing of the body as it will be sent.
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+use crate::http::request::{self, BodyKind, Method, Request, Version};
+use crate::http::status::Status;
+
+/// A request ready to go to the backend of route `route`.
+pub struct Forward {
+    pub route: usize,
+    pub head: Vec<u8>,
+    /// Sent again on a new connection if a kept one failed before any
+    /// byte of answer (RFC 9110 section 9.2.2; only without a body).
+    pub retry_safe: bool,
+    /// The client asked to switch protocols (WebSocket).
+    pub upgrade: bool,
+    pub head_only: bool,
+    pub body: BodyKind,
+}
+
+/// What the backend learns about the client.
+pub struct Origin {
+    pub peer: IpAddr,
+    pub tls: bool,
+}
+
+/// Fields that describe one connection, not the message (RFC 9110
+/// section 7.6.1), or that Marmoset sets itself.
+fn is_dropped(name: &str) -> bool {
+    const NAMES: [&str; 11] = [
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "content-length",
+        "upgrade",
+        "expect",
+        "forwarded",
+        "x-forwarded-for",
+        "x-forwarded-proto",
+    ];
+    NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
+        || name.eq_ignore_ascii_case("x-forwarded-host")
+        || name
+            .get(..6)
+            .is_some_and(|p| p.eq_ignore_ascii_case("proxy-"))
+}
+
+/// The tokens of every `Connection` field, which name more hop-by-hop fields.
+pub fn connection_tokens<'a>(
+    headers: &'a [httparse::Header<'a>],
+) -> impl Iterator<Item = &'a [u8]> + 'a {
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+        .flat_map(|h| h.value.split(|&b| b == b','))
+        .map(request::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// A value that can go on as it came: no control byte but HTAB.
+pub fn is_clean(value: &[u8]) -> bool {
+    value
+        .iter()
+        .all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+}
+
+impl Forward {
+    pub fn new(route: usize, req: &Request<'_>, origin: &Origin) -> Result<Forward, Status> {
+        if req.method_token == "CONNECT" {
+            return Err(Status::MethodNotAllowed);
+        }
+        let listed: Vec<&[u8]> = connection_tokens(req.headers).collect();
+        let upgrade_value = req
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("upgrade"))
+            .map(|h| request::trim(h.value));
+        let upgrade = upgrade_value.is_some()
+            && req.version == Version::Http11
+            && listed.iter().any(|t| t.eq_ignore_ascii_case(b"upgrade"));
+        let mut head = Vec::with_capacity(req.head_len + 128);
+        head.extend_from_slice(req.method_token.as_bytes());
+        head.push(b' ');
+        head.extend_from_slice(req.target);
+        head.extend_from_slice(b" HTTP/1.1");
+        let mut host = None;
+        for h in req.headers {
+            if !is_clean(h.value) {
+                return Err(Status::BadRequest);
+            }
+            if h.name.eq_ignore_ascii_case("host") {
+                host = Some(request::trim(h.value));
+            }
+            if is_dropped(h.name)
+                || listed
+                    .iter()
+                    .any(|t| t.eq_ignore_ascii_case(h.name.as_bytes()))
+            {
+                continue;
+            }
+            push_field(&mut head, h.name.as_bytes(), request::trim(h.value));
+        }
+        // An HTTP/1.0 client may send no Host; HTTP/1.1 needs one.
+        let host = req.authority.or(host);
+        if host.is_none() {
+            push_field(&mut head, b"Host", b"localhost");
+        }
+        let mut peer = String::new();
+        let _ = write!(peer, "{}", origin.peer.to_canonical());
+        push_field(&mut head, b"X-Forwarded-For", peer.as_bytes());
+        let proto: &[u8] = if origin.tls { b"https" } else { b"http" };
+        push_field(&mut head, b"X-Forwarded-Proto", proto);
+        if let Some(host) = host {
+            push_field(&mut head, b"X-Forwarded-Host", host);
+        }
+        match req.body {
+            BodyKind::Length(n) => {
+                head.extend_from_slice(b"\r\nContent-Length: ");
+                crate::http::header::push_num(&mut head, n);
+            }
+            BodyKind::Chunked => head.extend_from_slice(b"\r\nTransfer-Encoding: chunked"),
+            BodyKind::None if !matches!(req.method, Method::Get | Method::Head) => {
+                head.extend_from_slice(b"\r\nContent-Length: 0");
+            }
+            BodyKind::None => {}
+        }
+        if let (true, Some(u)) = (upgrade, upgrade_value) {
+            push_field(&mut head, b"Upgrade", u);
+            head.extend_from_slice(b"\r\nConnection: upgrade");
+        }
+        head.extend_from_slice(b"\r\n\r\n");
+        let idempotent = matches!(
+            req.method_token,
+            "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
+        );
+        Ok(Forward {
+            route,
+            head,
+            retry_safe: idempotent && req.body == BodyKind::None && !upgrade,
+            upgrade,
+            head_only: req.method == Method::Head,
+            body: req.body,
+        })
+    }
+}
+
+fn push_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn forward(raw: &str) -> String {
+        let mut headers = request::empty_headers();
+        let req = request::parse(raw.as_bytes(), &mut headers)
+            .unwrap()
+            .unwrap();
+        let origin = Origin {
+            peer: "::ffff:10.0.0.2".parse().unwrap(),
+            tls: false,
+        };
+        String::from_utf8(Forward::new(0, &req, &origin).unwrap().head).unwrap()
+    }
+
+    #[test]
+    fn hop_by_hop_fields_go_and_forwarding_fields_are_ours() {
+        let head = forward(
+            "POST /api/x?y HTTP/1.1\r\nHost: dev\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\nKeep-Alive: 5\r\nTE: trailers\r\nProxy-Authorization: a\r\nX-Forwarded-For: 1.2.3.4\r\nX-Forwarded-Host: evil\r\nAccept: */*\r\nContent-Length: 3\r\n\r\nabc",
+        );
+        assert_eq!(
+            head,
+            "POST /api/x?y HTTP/1.1\r\nHost: dev\r\nAccept: */*\r\nX-Forwarded-For: 10.0.0.2\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: dev\r\nContent-Length: 3\r\n\r\n"
+        );
+        let ws = forward(
+            "GET /ws HTTP/1.1\r\nHost: d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+        );
+        assert!(
+            ws.ends_with("\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n"),
+            "{ws}"
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! Bodies on their way through: the client's request body to the backend
+//! (re-framed: its length, or decoded and chunked again), and the
+//! backend's answer body to the client, each read sent on at once (an
+//! event stream's events arrive one by one). One buffer's worth at a time
+//! is held, whatever the body's size.
+
+use std::time::{Duration, Instant};
+
+use crate::http::chunked::Decoder;
+use crate::http::request::BodyKind;
+use crate::limits::PROXY_CHUNK;
+use crate::net::deadline::Deadlines;
+use crate::net::input::Input;
+use crate::net::sock::{End, Sock};
+use crate::proxy::answer::Framing;
+use crate::proxy::backend::{Failed, Stream};
+
+/// Why a request body did not all reach the backend.
+#[derive(Debug)]
+pub enum BodyError {
+    /// The client stopped sending or left.
+    Client,
+    /// Chunked framing that does not parse: 400.
+    Malformed,
+    /// Past `proxy-max-body`: 413.
+    TooLarge,
+    /// The backend stopped taking it.
+    Backend,
+}
+
+/// The timeouts of a relay: the client's (`header-timeout` for a body,
+/// `send-timeout` inside `Sock`) and the backend's (`proxy-timeout`).
+#[derive(Clone, Copy)]
+pub struct Waits {
+    pub deadlines: &'static Deadlines,
+    pub client: Duration,
+    pub backend: Duration,
+}
+
+impl Waits {
+    fn client_until(&self) -> Instant {
+        Instant::now() + self.client
+    }
+
+    pub fn backend_until(&self) -> Instant {
+        Instant::now() + self.backend
+    }
+}
+
+/// Sends the request body as the head announced it.
+pub async fn request_body(
+    sock: &Sock,
+    input: &mut Input,
+    body: BodyKind,
+    max: Option<u64>,
+    to: &Stream,
+    waits: Waits,
+) -> Result<(), BodyError> {
+    let send = |bytes: Vec<u8>| async move {
+        to.write_all(&bytes, waits.deadlines, waits.backend_until())
+            .await
+            .map_err(|_| BodyError::Backend)
+    };
+    match body {
+        BodyKind::None => Ok(()),
+        BodyKind::Length(n) => {
+            let first = input.take(n);
+            let mut left = n - first.len() as u64;
+            send(first).await?;
+            let mut buf = vec![0u8; PROXY_CHUNK.min(left as usize)];
+            while left > 0 {
+                let want = buf.len().min(left as usize);
+                let got = match sock.read_some(&mut buf[..want], waits.client_until()).await {
+                    Ok(0) | Err(_) => return Err(BodyError::Client),
+                    Ok(got) => got,
+                };
+                to.write_all(&buf[..got], waits.deadlines, waits.backend_until())
+                    .await
+                    .map_err(|_| BodyError::Backend)?;
+                left -= got as u64;
+            }
+            Ok(())
+        }
+        BodyKind::Chunked => {
+            let mut decoder = Decoder::default();
+            let mut chunk = Vec::new();
+            let mut total = 0u64;
+            loop {
+                chunk.clear();
+                // Room for the size line in front of the data.
+                chunk.extend_from_slice(&[0; 18]);
+                let used = decoder
+                    .feed(input.bytes(), &mut chunk)
+                    .map_err(|_| BodyError::Malformed)?;
+                input.consume(used);
+                let data = chunk.len() - 18;
+                total += data as u64;
+                if max.is_some_and(|m| total > m) {
+                    return Err(BodyError::TooLarge);
+                }
+                if data > 0 {
+                    let line = format!("{data:x}\r\n");
+                    let start = 18 - line.len();
+                    chunk[start..18].copy_from_slice(line.as_bytes());
+                    chunk.extend_from_slice(b"\r\n");
+                    to.write_all(&chunk[start..], waits.deadlines, waits.backend_until())
+                        .await
+                        .map_err(|_| BodyError::Backend)?;
+                }
+                if decoder.is_done() {
+                    return send(b"0\r\n\r\n".to_vec()).await;
+                }
+                match input.read_more(sock, waits.client_until()).await {
+                    Ok(0) | Err(_) => return Err(BodyError::Client),
+                    Ok(_) => {}
+                }
+            }
+        }
+    }
+}
+
+/// How the client gets the answer body.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ToClient {
+    Length(u64),
+    Chunked,
+    /// Until the connection closes (an HTTP/1.0 client).
+    Close,
+}
+
+/// Why an answer body was cut.
+#[derive(Debug)]
+pub enum Cut {
+    /// The client left or stopped reading.
+    Client(End),
+    /// The backend closed, stalled or broke its framing mid-body.
+    Backend(&'static str),
+    /// What came with the head breaks its framing: nothing was sent, so
+    /// the client can still get a 502.
+    BeforeHead(&'static str),
+}
+
+/// What went through.
+pub struct Relayed {
+    pub bytes: u64,
+    /// The backend ended its body where its framing said, with nothing after.
+    pub clean: bool,
+}
+
+/// Relays the answer body: `first` is what came with the head, `out`
+/// holds the client's head, sent with the first piece of body.
+pub async fn answer_body(
+    sock: &Sock,
+    from: &Stream,
+    first: &[u8],
+    framing: Framing,
+    to_client: ToClient,
+    out: &mut Vec<u8>,
+    waits: Waits,
+) -> Result<Relayed, Cut> {
+    let mut buf = vec![0u8; PROXY_CHUNK];
+    let mut decoder = (framing == Framing::Chunked).then(Decoder::default);
+    let mut left = match framing {
+        Framing::Length(n) => n,
+        Framing::None => 0,
+        _ => u64::MAX,
+    };
+    let mut sent = 0u64;
+    let mut pending: &[u8] = first;
+    let mut owned_len;
+    loop {
+        let mut clean_end = framing == Framing::None && pending.is_empty();
+        match &mut decoder {
+            Some(d) => {
+                let mut data = Vec::new();
+                let used = d.feed(pending, &mut data).map_err(|_| {
+                    let why = "malformed chunked body";
+                    if sent == 0 && pending.as_ptr() == first.as_ptr() {
+                        Cut::BeforeHead(why)
+                    } else {
+                        Cut::Backend(why)
+                    }
+                })?;
+                if d.is_done() {
+                    clean_end = used == pending.len();
+                    left = 0;
+                }
+                frame(out, &data, to_client);
+                sent += data.len() as u64;
+            }
+            None => {
+                let take = (pending.len() as u64).min(left) as usize;
+                frame(out, &pending[..take], to_client);
+                sent += take as u64;
+                left -= take as u64;
+                if framing == Framing::Length(sent) {
+                    clean_end = take == pending.len();
+                }
+            }
+        }
+        if left == 0 && to_client == ToClient::Chunked {
+            out.extend_from_slice(b"0\r\n\r\n");
+        }
+        if !out.is_empty() {
+            sock.send_all(out).await.map_err(Cut::Client)?;
+            out.clear();
+        }
+        if left == 0 {
+            return Ok(Relayed {
+                bytes: sent,
+                clean: clean_end,
+            });
+        }
+        let until = waits.backend_until();
+        owned_len = match from.read_some(&mut buf, waits.deadlines, until).await {
+            Ok(0) if framing == Framing::Close => {
+                if to_client == ToClient::Chunked {
+                    sock.send_all(b"0\r\n\r\n").await.map_err(Cut::Client)?;
+                }
+                return Ok(Relayed {
+                    bytes: sent,
+                    clean: false,
+                });
+            }
+            Ok(0) | Err(Failed::Closed) | Err(Failed::Refused) => {
+                return Err(Cut::Backend("closed mid-body"));
+            }
+            Err(Failed::Timeout) => return Err(Cut::Backend("stalled mid-body")),
+            Ok(n) => n,
+        };
+        pending = &buf[..owned_len];
+    }
+}
+
+/// Appends body data framed for the client.
+fn frame(out: &mut Vec<u8>, data: &[u8], to_client: ToClient) {
+    if data.is_empty() {
+        return;
+    }
+    if to_client == ToClient::Chunked {
+        out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+        out.extend_from_slice(data);
+        out.extend_from_slice(b"\r\n");
+    } else {
+        out.extend_from_slice(data);
+    }
+}

@@ -1,0 +1,153 @@
+//! The proxy settings: which path prefixes go to which backend, and the
+//! limits of the exchanges with them.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::values::{parse_count, parse_range, parse_secs};
+
+/// Where a backend listens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Address {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Address::Unix(p) => write!(f, "unix:{}", p.display()),
+            Address::Tcp(a) => write!(f, "http://{a}"),
+        }
+    }
+}
+
+/// `proxy PREFIX BACKEND`.
+#[derive(Debug)]
+pub struct Route {
+    pub prefix: String,
+    pub backend: Address,
+}
+
+#[derive(Debug)]
+pub struct Settings {
+    /// First match wins.
+    pub routes: Vec<Route>,
+    /// The backend's time to start answering (504 beyond).
+    pub timeout: Duration,
+    /// Backend connections open at once, per worker (503 beyond).
+    pub max: usize,
+    /// Largest request body forwarded (413 beyond); `None`: no limit.
+    pub max_body: Option<u64>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            routes: Vec::new(),
+            timeout: Duration::from_secs(30),
+            max: 64,
+            max_body: None,
+        }
+    }
+}
+
+impl Settings {
+    /// Takes a setting this module owns; `Ok(false)` if the key is not one of them.
+    pub fn apply(&mut self, key: &str, value: &str) -> Result<bool, String> {
+        match key {
+            "proxy" => self.routes.push(parse_route(value)?),
+            "proxy-timeout" => self.timeout = parse_secs(value, 1)?,
+            "proxy-max" => self.max = parse_count(value, 1, 4096)?,
+            "proxy-max-body" => {
+                self.max_body = match value {
+                    "off" => None,
+                    v => Some(parse_range(v, 0, u64::MAX >> 4)?),
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The route for a (cleaned) path, and its index.
+    pub fn route_for(&self, path: &str) -> Option<(usize, &Route)> {
+        self.routes
+            .iter()
+            .enumerate()
+            .find(|(_, r)| crate::policy::access::under(path, &r.prefix))
+    }
+}
+
+fn parse_route(value: &str) -> Result<Route, String> {
+    let mut parts = value.split_whitespace();
+    let (Some(prefix), Some(backend), None) = (parts.next(), parts.next(), parts.next()) else {
+        return Err("expected PREFIX BACKEND, e.g. `/api/ unix:/run/api.sock`".into());
+    };
+    if !prefix.starts_with('/') || crate::http::path::has_dot_dot(prefix) {
+        return Err(format!("`{prefix}` must be a path prefix like /api/"));
+    }
+    Ok(Route {
+        prefix: prefix.to_string(),
+        backend: parse_backend(backend)?,
+    })
+}
+
+/// `unix:/path` or `http://HOST:PORT`, HOST an IP address or `localhost`:
+/// no name is looked up (a worker never waits on DNS).
+fn parse_backend(v: &str) -> Result<Address, String> {
+    if let Some(path) = v.strip_prefix("unix:") {
+        if !path.starts_with('/') || path.contains('\0') {
+            return Err(format!("`{v}`: expected unix:/absolute/path"));
+        }
+        return Ok(Address::Unix(PathBuf::from(path)));
+    }
+    let bad = || {
+        format!("`{v}`: expected unix:/path or http://HOST:PORT with an IP address or localhost")
+    };
+    let authority = v.strip_prefix("http://").ok_or_else(bad)?;
+    let authority = authority.strip_suffix('/').unwrap_or(authority);
+    if let Ok(addr) = authority.parse::<SocketAddr>() {
+        return Ok(Address::Tcp(addr));
+    }
+    let (host, port) = authority.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if host.eq_ignore_ascii_case("localhost") {
+        return Ok(Address::Tcp(SocketAddr::new(
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port,
+        )));
+    }
+    Err(bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_are_a_socket_path_or_an_address() {
+        let mut s = Settings::default();
+        assert!(s.apply("proxy", "/api/ unix:/run/api.sock").unwrap());
+        assert!(s.apply("proxy", "/b/ http://127.0.0.1:9000").unwrap());
+        assert!(s.apply("proxy", "/c/ http://[::1]:9000/").unwrap());
+        assert!(s.apply("proxy", "/d/ http://localhost:81").unwrap());
+        assert_eq!(s.routes[0].backend, Address::Unix("/run/api.sock".into()));
+        assert_eq!(s.routes[3].backend.to_string(), "http://127.0.0.1:81");
+        for bad in [
+            "/api/ http://example.com:80",
+            "/api/ https://127.0.0.1:1",
+            "/api/ unix:relative.sock",
+            "/api/ http://127.0.0.1",
+            "api/ unix:/x",
+            "/api/",
+            "/a/../b/ unix:/x",
+        ] {
+            assert!(s.apply("proxy", bad).is_err(), "{bad}");
+        }
+        assert_eq!(s.route_for("/b/x").map(|(i, _)| i), Some(1));
+        assert_eq!(s.route_for("/b").map(|(i, _)| i), Some(1));
+        assert!(s.route_for("/bx").is_none());
+    }
+}

@@ -1,0 +1,707 @@
+//! The reverse proxy against real backends: a small HTTP/1.1 server in
+//! this test's threads (on a unix socket and on 127.0.0.1) that records
+//! what it receives and on which connection, and Python's `websockets`
+//! for the WebSocket tunnel.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+
+trait Duplex: Read + Write + Send {
+    fn close_write(&self);
+}
+impl Duplex for TcpStream {
+    fn close_write(&self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+}
+impl Duplex for UnixStream {
+    fn close_write(&self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+}
+
+/// One request as the backend received it.
+#[derive(Debug, Clone)]
+struct Seen {
+    conn: usize,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Vec<String> {
+        self.head
+            .split("\r\n")
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim().to_string())
+            .collect()
+    }
+}
+
+/// Answers a request on the connection; false closes it.
+type Handler = dyn Fn(&Seen, &mut dyn Duplex) -> bool + Send + Sync;
+
+struct Backend {
+    /// As the config names it.
+    address: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    _dir: Option<TempDir>,
+}
+
+impl Backend {
+    fn tcp(handler: impl Fn(&Seen, &mut dyn Duplex) -> bool + Send + Sync + 'static) -> Backend {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = format!("http://{}", l.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let h: Arc<Handler> = Arc::new(handler);
+        let s = seen.clone();
+        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s));
+        Backend {
+            address,
+            seen,
+            _dir: None,
+        }
+    }
+
+    fn unix(handler: impl Fn(&Seen, &mut dyn Duplex) -> bool + Send + Sync + 'static) -> Backend {
+        let dir = TempDir::new("backend");
+        let path = dir.path().join("b.sock");
+        let l = UnixListener::bind(&path).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let h: Arc<Handler> = Arc::new(handler);
+        let s = seen.clone();
+        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s));
+        Backend {
+            address: format!("unix:{}", path.display()),
+            seen,
+            _dir: Some(dir),
+        }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// A server proxying `/api/` here, with more flags.
+    fn server(&self, more: &[&str]) -> Server {
+        let route = format!("/api/ {}", self.address);
+        let mut args = vec!["--proxy", route.as_str()];
+        args.extend_from_slice(more);
+        Server::start(&args)
+    }
+}
+
+fn accept<S: Duplex + 'static>(
+    incoming: impl Iterator<Item = S>,
+    handler: Arc<Handler>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+) {
+    let conns = Arc::new(AtomicUsize::new(0));
+    for stream in incoming {
+        let conn = conns.fetch_add(1, Ordering::SeqCst);
+        let (handler, seen) = (handler.clone(), seen.clone());
+        std::thread::spawn(move || {
+            let mut stream: Box<dyn Duplex> = Box::new(stream);
+            while let Some(req) = read_request(&mut stream, conn) {
+                seen.lock().unwrap().push(req.clone());
+                if !handler(&req, &mut *stream) {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+/// Reads one request (head, and a body by Content-Length or chunked) a
+/// byte at a time, so nothing after it is taken.
+fn read_request(s: &mut Box<dyn Duplex>, conn: usize) -> Option<Seen> {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut b).ok()? != 1 {
+            return None;
+        }
+        head.push(b[0]);
+    }
+    let mut seen = Seen {
+        conn,
+        head: String::from_utf8_lossy(&head).into_owned(),
+        body: Vec::new(),
+    };
+    if let Some(n) = seen.header("content-length").first() {
+        let mut body = vec![0; n.parse().ok()?];
+        s.read_exact(&mut body).ok()?;
+        seen.body = body;
+    } else if !seen.header("transfer-encoding").is_empty() {
+        let mut r = BufReader::new(s);
+        loop {
+            let mut line = String::new();
+            r.read_line(&mut line).ok()?;
+            let size = usize::from_str_radix(line.trim(), 16).ok()?;
+            let mut data = vec![0; size + 2];
+            r.read_exact(&mut data).ok()?;
+            if size == 0 {
+                break;
+            }
+            seen.body.extend_from_slice(&data[..size]);
+        }
+    }
+    Some(seen)
+}
+
+fn reply(s: &mut dyn Duplex, body: &str) -> bool {
+    reply_to(s, body, false)
+}
+
+fn reply_to(s: &mut dyn Duplex, body: &str, head_only: bool) -> bool {
+    let r = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{}",
+        body.len(),
+        if head_only { "" } else { body }
+    );
+    s.write_all(r.as_bytes()).is_ok()
+}
+
+/// Echoes the method, target and body.
+fn echo(req: &Seen, s: &mut dyn Duplex) -> bool {
+    let line = req.head.lines().next().unwrap_or("").to_string();
+    let body = format!("{line}\n{}", String::from_utf8_lossy(&req.body));
+    reply_to(s, &body, req.head.starts_with("HEAD "))
+}
+
+fn send(server: &Server, raw: &str) -> String {
+    server.raw(raw.as_bytes())
+}
+
+#[test]
+fn requests_and_bodies_go_both_ways_over_unix_and_tcp() {
+    for backend in [Backend::unix(echo), Backend::tcp(echo)] {
+        let server = backend.server(&[]);
+        let (code, _, body) = curl(&[&server.url("/api/x?a=%41")]);
+        assert_eq!(
+            (code, String::from_utf8_lossy(&body).trim()),
+            (200, "GET /api/x?a=%41 HTTP/1.1")
+        );
+        let out = send(
+            &server,
+            "HEAD /api/x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        );
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        assert!(
+            out.contains("Content-Length: 21\r\n") && out.ends_with("\r\n\r\n"),
+            "{out}"
+        );
+        let (code, _, body) = curl(&["--data-binary", "hello", &server.url("/api/post")]);
+        assert_eq!(
+            (code, String::from_utf8_lossy(&body).as_ref()),
+            (200, "POST /api/post HTTP/1.1\nhello")
+        );
+        // A chunked request body arrives decoded and chunked again.
+        let out = send(
+            &server,
+            "PUT /api/c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nT: 1\r\n\r\n",
+        );
+        assert!(
+            out.ends_with("PUT /api/c HTTP/1.1\nabcde"),
+            "{out}{:?}{}",
+            backend.seen(),
+            server.log_text()
+        );
+        let last = backend.seen().pop().unwrap();
+        assert_eq!(last.header("transfer-encoding"), ["chunked"]);
+        // Static paths are still served beside.
+        server.assert_healthy();
+    }
+}
+
+/// A backend answering without a length: chunked body, or one delimited by its close.
+fn unframed(req: &Seen, s: &mut dyn Duplex) -> bool {
+    if req.head.starts_with("GET /api/chunked") {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n3\r\nefg\r\n0\r\n\r\n");
+        return true;
+    }
+    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the close");
+    false
+}
+
+#[test]
+fn answers_without_a_length_are_chunked_or_closed() {
+    let backend = Backend::unix(unframed);
+    let server = backend.server(&[]);
+    for path in ["/api/chunked", "/api/close"] {
+        let out = send(
+            &server,
+            &format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+        );
+        assert!(out.contains("Transfer-Encoding: chunked\r\n"), "{out}");
+        let body = out.split_once("\r\n\r\n").unwrap().1;
+        let want = if path.ends_with("chunked") {
+            "7\r\nabcdefg\r\n0\r\n\r\n"
+        } else {
+            "f\r\nuntil the close\r\n0\r\n\r\n"
+        };
+        assert!(
+            body == want || body.replace("4\r\nabcd\r\n3\r\nefg", "7\r\nabcdefg") == want,
+            "{body:?}"
+        );
+        let out = send(&server, &format!("GET {path} HTTP/1.0\r\n\r\n"));
+        assert!(!out.contains("Transfer-Encoding"), "{out}");
+        assert!(
+            out.ends_with(if path.ends_with("chunked") {
+                "\r\n\r\nabcdefg"
+            } else {
+                "\r\n\r\nuntil the close"
+            }),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn backend_connections_are_reused() {
+    let backend = Backend::tcp(echo);
+    let server = backend.server(&[]);
+    for _ in 0..3 {
+        assert_eq!(curl(&[&server.url("/api/a")]).0, 200);
+    }
+    let conns: Vec<usize> = backend.seen().iter().map(|s| s.conn).collect();
+    assert_eq!(conns, [0, 0, 0], "one backend connection for all");
+    // A backend that closes its kept connection: the next request goes on a new one.
+    let closing = Backend::unix(|req, s| {
+        echo(req, s);
+        s.close_write();
+        false
+    });
+    let server = closing.server(&[]);
+    for _ in 0..3 {
+        assert_eq!(curl(&[&server.url("/api/a")]).0, 200);
+    }
+    let conns: Vec<usize> = closing.seen().iter().map(|s| s.conn).collect();
+    assert_eq!(conns, [0, 1, 2]);
+}
+
+#[test]
+fn hop_by_hop_fields_go_and_forwarded_fields_are_replaced() {
+    let backend = Backend::unix(|_, s| {
+        s.write_all(b"HTTP/1.1 200 OK\r\nConnection: X-Private\r\nX-Private: 1\r\nKeep-Alive: timeout=5\r\nProxy-Thing: a\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\nok")
+            .is_ok()
+    });
+    let server = backend.server(&[]);
+    let out = send(
+        &server,
+        "GET /api/h HTTP/1.1\r\nHost: device.lan\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 1\r\nTE: trailers\r\nProxy-Authorization: Basic eA==\r\nX-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil\r\nForwarded: for=6.6.6.6\r\nX-End: kept\r\n\r\n",
+    );
+    let seen = backend.seen().pop().unwrap();
+    for gone in [
+        "x-hop",
+        "keep-alive",
+        "te",
+        "proxy-authorization",
+        "forwarded",
+    ] {
+        assert!(
+            seen.header(gone).is_empty(),
+            "{gone} reached the backend: {}",
+            seen.head
+        );
+    }
+    assert_eq!(seen.header("x-forwarded-for"), ["127.0.0.1"]);
+    assert_eq!(seen.header("x-forwarded-proto"), ["http"]);
+    assert_eq!(seen.header("x-forwarded-host"), ["device.lan"]);
+    assert_eq!(seen.header("host"), ["device.lan"]);
+    assert_eq!(seen.header("x-end"), ["kept"]);
+    let head = out.split_once("\r\n\r\n").unwrap().0.to_ascii_lowercase();
+    assert!(head.contains("x-kept: yes"), "{out}");
+    for gone in ["x-private", "keep-alive", "proxy-thing"] {
+        assert!(!head.contains(gone), "{gone} reached the client: {out}");
+    }
+}
+
+#[test]
+fn a_missing_or_refusing_backend_is_a_502_at_once() {
+    let dir = TempDir::new("nosock");
+    let missing = format!("/api/ unix:{}", dir.path().join("none.sock").display());
+    let refusing = format!("/b/ http://127.0.0.1:{}", free_port());
+    let server = Server::start(&["--proxy", &missing, "--proxy", &refusing]);
+    for path in ["/api/x", "/b/x"] {
+        assert_eq!(curl(&[&server.url(path)]).0, 502, "{path}");
+    }
+    assert!(server.wait_log("proxy unix:", Duration::from_secs(5)));
+    assert!(server.wait_log("proxy http://127.0.0.1:", Duration::from_secs(5)));
+    server.assert_healthy();
+}
+
+#[test]
+fn a_backend_that_does_not_answer_in_time_is_a_504() {
+    let (hold, held) = mpsc::channel::<()>();
+    let held = Mutex::new(held);
+    let backend = Backend::tcp(move |_, _| {
+        let _ = held.lock().unwrap().recv();
+        false
+    });
+    let server = backend.server(&["--proxy-timeout", "1"]);
+    assert_eq!(curl(&[&server.url("/api/slow")]).0, 504);
+    assert!(server.wait_log("no answer within 1s", Duration::from_secs(5)));
+    server.assert_healthy();
+    drop(hold);
+}
+
+#[test]
+fn a_backend_closing_mid_body_cuts_the_answer() {
+    let backend = Backend::unix(|_, s| {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part");
+        false
+    });
+    let server = backend.server(&[]);
+    let out = send(&server, "GET /api/cut HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(
+        out.starts_with("HTTP/1.1 200") && out.ends_with("\r\n\r\nonly part"),
+        "{out}"
+    );
+    assert!(server.wait_log("closed mid-body", Duration::from_secs(5)));
+    // A chunked answer cut short gets no last chunk.
+    let chunked = Backend::unix(|_, s| {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n");
+        false
+    });
+    let server = chunked.server(&[]);
+    let out = send(&server, "GET /api/cut HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(out.ends_with("4\r\nabcd\r\n"), "{out:?}");
+}
+
+#[test]
+fn a_client_leaving_abandons_the_backend_connection() {
+    let (go, wait) = mpsc::channel::<()>();
+    let wait = Mutex::new(wait);
+    let backend = Backend::tcp(move |req, s| {
+        if req.head.starts_with("GET /api/big") {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\nstart");
+            let _ = wait.lock().unwrap().recv();
+            let block = vec![b'x'; 65536];
+            // Marmoset stops reading once its client is gone: the writes fail.
+            while s.write_all(&block).is_ok() {}
+            return false;
+        }
+        echo(req, s)
+    });
+    let server = backend.server(&[]);
+    let mut c = server.connect();
+    c.write_all(b"GET /api/big HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).unwrap();
+    drop(c);
+    go.send(()).unwrap();
+    assert!(
+        server.wait_log("client left", Duration::from_secs(10)),
+        "{}",
+        server.log_text()
+    );
+    assert_eq!(curl(&[&server.url("/api/next")]).0, 200);
+    let conns: Vec<usize> = backend.seen().iter().map(|s| s.conn).collect();
+    assert_eq!(conns, [0, 1], "the abandoned connection is not reused");
+}
+
+#[test]
+fn malformed_answers_are_a_502_and_never_forwarded() {
+    let long = format!(
+        "HTTP/1.1 200 OK\r\nX-Big: {}\r\nContent-Length: 2\r\n\r\nok",
+        "a".repeat(9000)
+    );
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "two lengths",
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nSECRET".into(),
+        ),
+        (
+            "length and chunked",
+            "HTTP/1.1 200 OK\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\nSECRET"
+                .into(),
+        ),
+        (
+            "bad chunk size",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nSECRET\r\n0\r\n\r\n".into(),
+        ),
+        (
+            "control byte",
+            "HTTP/1.1 200 OK\r\nX-A: a\x01b\r\nContent-Length: 6\r\n\r\nSECRET".into(),
+        ),
+        (
+            "folded field",
+            "HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 6\r\n\r\nSECRET".into(),
+        ),
+        ("head over the limit", long),
+    ];
+    for (name, answer) in cases {
+        let backend = Backend::unix(move |_, s| {
+            let _ = s.write_all(answer.as_bytes());
+            false
+        });
+        let server = backend.server(&[]);
+        let out = send(
+            &server,
+            "GET /api/m HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        );
+        assert!(out.starts_with("HTTP/1.1 502"), "{name}: {out}");
+        assert!(
+            !out.contains("SECRET") && !out.contains("X-Big"),
+            "{name}: {out}"
+        );
+    }
+}
+
+#[test]
+fn smuggling_shapes_are_refused_before_the_backend() {
+    let backend = Backend::unix(echo);
+    let server = backend.server(&[]);
+    let smuggle = "GET /api/smuggled HTTP/1.1\r\nHost: t\r\n\r\n";
+    let probes = [
+        format!(
+            "POST /api/a HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{smuggle}",
+            5 + smuggle.len()
+        ),
+        format!(
+            "POST /api/a HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nContent-Length: {}\r\n\r\n{smuggle}",
+            smuggle.len()
+        ),
+        format!(
+            "POST /api/a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n{smuggle}"
+        ),
+        format!(
+            "POST /api/a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n{smuggle}"
+        ),
+        format!(
+            "POST /api/a HTTP/1.1\r\nHost: t\r\nX-A: a\r\n Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n{smuggle}"
+        ),
+        format!(
+            "POST /api/a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\n{smuggle}\r\n0\r\n\r\n"
+        ),
+        format!(
+            "POST /api/a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5 x\r\nhello\r\n0\r\n\r\n{smuggle}"
+        ),
+        format!("POST /api/a HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{smuggle}"),
+        format!("GET /api/a HTTP/1.1\r\nHost: t\r\nHost: u\r\n\r\n{smuggle}"),
+    ];
+    for p in &probes {
+        let out = send(&server, p);
+        assert!(
+            out.starts_with("HTTP/1.1 400") || out.starts_with("HTTP/1.1 501"),
+            "{p:?}: {out}"
+        );
+    }
+    let seen = backend.seen();
+    assert!(
+        seen.iter().all(|s| !s.head.contains("smuggled")
+            && !String::from_utf8_lossy(&s.body).contains("smuggled")),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn event_streams_arrive_event_by_event() {
+    let (go, wait) = mpsc::channel::<()>();
+    let wait = Mutex::new(wait);
+    let backend = Backend::unix(move |_, s| {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\n");
+        for i in 0..3 {
+            // The test's go-ahead: it has read the event before.
+            if wait.lock().unwrap().recv().is_err() {
+                return false;
+            }
+            let _ = s.write_all(format!("data: event {i}\n\n").as_bytes());
+        }
+        false
+    });
+    let server = backend.server(&[]);
+    let mut c = server.connect();
+    c.write_all(b"GET /api/events HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut r = BufReader::new(c);
+    let mut head = String::new();
+    while !head.ends_with("\r\n\r\n") {
+        assert!(r.read_line(&mut head).unwrap() > 0, "{head}");
+    }
+    assert!(
+        head.contains("text/event-stream") && head.contains("Transfer-Encoding: chunked"),
+        "{head}"
+    );
+    for i in 0..3 {
+        go.send(()).unwrap();
+        let mut size = String::new();
+        r.read_line(&mut size).unwrap();
+        let mut data = vec![0; usize::from_str_radix(size.trim(), 16).unwrap() + 2];
+        r.read_exact(&mut data).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&data),
+            format!("data: event {i}\n\n\r\n")
+        );
+    }
+}
+
+#[test]
+fn expect_continue_and_auth_come_before_the_body() {
+    let root = TempDir::new("root");
+    root.write("index.html", "hi");
+    let users = root.path().join("users");
+    std::fs::write(&users, "").unwrap();
+    let out = Command::new("htpasswd")
+        .args(["-b", "-B", "-C", "4"])
+        .arg(&users)
+        .args(["admin", "pw"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let backend = Backend::unix(echo);
+    let route = format!("/api/ {}", backend.address);
+    let auth = format!("/api/ \"dev\" {}", users.display());
+    let server = Server::start_in(root, &["--proxy", &route, "--auth", &auth]);
+    // Without credentials: 401 before a byte of the body, and no 100.
+    let mut c = server.connect();
+    c.write_all(
+        b"POST /api/a HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+    )
+    .unwrap();
+    let r = read_response(&mut c, false).unwrap();
+    assert_eq!(r.status, 401);
+    assert!(backend.seen().is_empty());
+    // With them: 100, then the body goes through.
+    let mut c = server.connect();
+    c.write_all(b"POST /api/a HTTP/1.1\r\nHost: t\r\nAuthorization: Basic YWRtaW46cHc=\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n").unwrap();
+    let mut interim = [0u8; 25];
+    c.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    c.write_all(b"hello").unwrap();
+    let r = read_response(&mut c, false).unwrap();
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "POST /api/a HTTP/1.1\nhello".to_string())
+    );
+    let seen = backend.seen().pop().unwrap();
+    assert!(seen.header("expect").is_empty());
+}
+
+#[test]
+fn a_64_mib_upload_keeps_memory_flat() {
+    const SIZE: usize = 64 << 20;
+    let backend = Backend::tcp(|req, s| {
+        let n = req.body.len();
+        // Only the size is kept, not the body, in what the test looks at.
+        reply(s, &n.to_string())
+    });
+    let server = backend.server(&[]);
+    let rss = || {
+        proc_status(server.pid(), "VmRSS")
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .unwrap()
+    };
+    assert_eq!(
+        curl(&["--data-binary", "warm", &server.url("/api/up")]).0,
+        200
+    );
+    let before = rss();
+    let mut c = server.connect();
+    c.write_all(
+        format!("POST /api/up HTTP/1.1\r\nHost: t\r\nContent-Length: {SIZE}\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
+    let block = vec![b'u'; 1 << 20];
+    let mut peak = before;
+    for _ in 0..SIZE / block.len() {
+        c.write_all(&block).unwrap();
+        peak = peak.max(rss());
+    }
+    let r = read_response(&mut c, false).unwrap();
+    assert_eq!((r.status, r.text()), (200, SIZE.to_string()));
+    // One body buffer (16 KiB) and the kernel's socket buffers are not RSS;
+    // 2 MiB leaves room for the allocator's own growth.
+    assert!(
+        peak - before < 2048,
+        "RSS grew from {before} kB to {peak} kB"
+    );
+    // The backend's own copy of the body is dropped with its record.
+    backend.seen.lock().unwrap().clear();
+}
+
+#[test]
+fn websocket_messages_pass_both_ways() {
+    let dir = TempDir::new("ws");
+    let sock = dir.path().join("ws.sock");
+    let script = r#"
+import asyncio, sys, websockets
+async def echo(ws, path=None):
+    async for m in ws:
+        if m == "bye":
+            await ws.close()
+            return
+        await ws.send(m)
+async def main():
+    async with websockets.unix_serve(echo, sys.argv[1], max_size=None):
+        print("ready", flush=True)
+        await asyncio.Future()
+asyncio.run(main())
+"#;
+    let mut backend = Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .arg(&sock)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 with websockets");
+    let mut ready = String::new();
+    BufReader::new(backend.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let route = format!("/api/ unix:{}", sock.display());
+    let server = Server::start(&["--proxy", &route]);
+    let client = format!(
+        r#"
+import asyncio, websockets
+async def main():
+    async with websockets.connect("ws://127.0.0.1:{port}/api/ws", max_size=None) as ws:
+        await ws.send("hello")
+        assert await ws.recv() == "hello"
+        big = "m" * (1 << 20)
+        await ws.send(big)
+        assert await ws.recv() == big
+        await ws.send(b"\x00\x01binary")
+        assert await ws.recv() == b"\x00\x01binary"
+    # The client closes: a second connection works after it.
+    async with websockets.connect("ws://127.0.0.1:{port}/api/ws") as ws:
+        await ws.send("bye")
+        try:
+            await ws.recv()
+            raise SystemExit("no close from the backend")
+        except websockets.ConnectionClosedOK:
+            pass
+    print("ok")
+asyncio.run(main())
+"#,
+        port = server.port
+    );
+    let out = Command::new("/usr/bin/python3")
+        .args(["-c", &client])
+        .output()
+        .unwrap();
+    let _ = backend.kill();
+    let _ = backend.wait();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ok",
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.log_text()
+    );
+    server.assert_healthy();
+}
