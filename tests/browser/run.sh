@@ -8,9 +8,15 @@
 #  1. the status CGI replaced by a stub printing fixed JSON (hostname "testbox"): known values;
 #  2. the same server with the shipped cgi-bin/status: live values, every one must be real;
 #  3. the server started exactly as README.md's first command does ("Two commands": cargo run
-#     --release -- --root rootfs-overlay/www --listen 127.0.0.1:8080, from the repository root,
-#     read out of README.md), the page at that address with live values, as a new user sees it.
-#     Fails at once if something already listens on that port.
+#     --release -- --config board/demo/marmoset.conf, from the repository root, read out of
+#     README.md; its address from the config's `listen` line unless the command has --listen),
+#     the page at that address with live values, as a new user sees it, without the device
+#     backend: the pages say so, the status comes from the CGI, the only failed requests are the
+#     backend's 502s (ui.test.mjs); the settings and firmware pages with the README's demo user.
+#     Then the README's backend command (python3 board/demo/backend.py) beside it, on the
+#     socket of the config's `proxy` line: status pushed by Server-Sent Events, settings saved
+#     through Basic auth, a 5 MiB upload whose size and SHA-256 the page shows; no failure at all.
+#     Fails at once if something already listens on that port or socket.
 #  4. HTTPS: the TLS build (cargo build --release --locked --features tls; MARMOSET_TLS_BIN
 #     overrides) on the bundled UI (--root rootfs-overlay/www) with a config file holding a plain
 #     and a TLS listener, `tls-self-signed on` (the pair made in a temp dir at start) and
@@ -34,6 +40,7 @@ README_DEADLINE=60 # seconds for the README's `cargo run` to answer (the build i
 tmp=''
 pid=''    # process group of the server on a free port (runs 1 and 2)
 rpid=''   # process group of the README's command (run 3)
+bpid=''   # process group of the README's backend command (run 3)
 log=''    # the log of the server being tested, shown by fail()
 
 # Every server runs in a session and process group of its own (setsid: the shell has no job
@@ -61,6 +68,7 @@ stop_group() { # PGID: TERM, KILL what is left after 5 s, reap
 cleanup() {
   [ -n "$pid" ] && stop_group "$pid"
   [ -n "$rpid" ] && stop_group "$rpid"
+  [ -n "$bpid" ] && stop_group "$bpid"
   [ -n "$tmp" ] && rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -86,6 +94,7 @@ apt_install() {
 # 1. Tools: Debian's chromium, node, the pinned playwright-core.
 [ -x /usr/bin/chromium ] || apt_install chromium
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then apt_install nodejs npm; fi
+command -v htpasswd >/dev/null 2>&1 || apt_install apache2-utils # checks the demo's password
 if [ ! -f "$here/node_modules/playwright-core/package.json" ]; then
   (cd "$here" && npm ci --no-audit --no-fund --loglevel=error >&2) || fail "npm ci failed"
 fi
@@ -179,9 +188,36 @@ for a in "$@"; do
   [ "$prev" = --listen ] && listen=$a
   prev=$a
 done
+# The address and the backend's socket: the flag, else the config file the command names.
+conf=''
+prev=''
+for a in "$@"; do
+  [ "$prev" = --config ] && conf=$a
+  prev=$a
+done
+if [ -z "$listen" ] && [ -n "$conf" ]; then
+  [ -r "$conf" ] || fail "README.md's first command names $conf, which is not readable"
+  listen=$(awk '$1 == "listen" && NF == 2 { print $2; exit }' "$conf")
+fi
 case "$listen" in
   *:[0-9]*) ;;
-  *) fail "README.md's first command has no '--listen HOST:PORT': $readme" ;;
+  *) fail "README.md's first command has no '--listen HOST:PORT' and its config no 'listen HOST:PORT': $readme" ;;
+esac
+backend_sock=''
+[ -n "$conf" ] && backend_sock=$(awk '$1 == "proxy" && $3 ~ /^unix:/ { sub(/^unix:/, "", $3); print $3; exit }' "$conf")
+[ -n "$backend_sock" ] || fail "README.md's first command's config ($conf) has no 'proxy PREFIX unix:SOCKET' line"
+# The demo user the README names, checked against the config's htpasswd file.
+demo_user=admin demo_pass=marmoset
+grep -qF "user \`$demo_user\`, password \`$demo_pass\`" README.md ||
+  fail "README.md does not name the demo user (user \`$demo_user\`, password \`$demo_pass\`)"
+htfile=$(awk '$1 == "auth" { print $NF; exit }' "$conf")
+htpasswd -vb "$htfile" "$demo_user" "$demo_pass" > /dev/null 2>&1 ||
+  fail "$htfile does not hold $demo_user with the README's password"
+# The README's backend command, read like the first one.
+backend_cmd=$(awk '/^## / { s = ($0 == "## Two commands") } s && /^    python3 board\/demo\/backend\.py/ { sub(/^    /, ""); print; exit }' README.md)
+[ -n "$backend_cmd" ] || fail "no indented 'python3 board/demo/backend.py' line in README.md's '## Two commands' section"
+case "$backend_cmd" in
+  *[!A-Za-z0-9\ ./:_=-]*) fail "README.md's backend command has characters beyond plain words: $backend_cmd" ;;
 esac
 url="http://$listen"
 readme_port=${listen##*:}
@@ -208,8 +244,38 @@ until grep -qF "listening on $listen" "$log" &&
   sleep 0.1
 done
 echo "'$readme' answering on $url/" >&2
-ui "$url" -readme "started as README.md's first command ($readme)" \
-  LIVE_HOSTNAME="$live_hostname" LIVE_KERNEL="$live_kernel" LIVE_FIRMWARE="$live_firmware"
+# Nothing may answer on the backend's socket yet: the pages would talk to another program.
+if curl -s -o /dev/null --max-time 2 --unix-socket "$backend_sock" http://backend/api/health; then
+  fail "$backend_sock answers already: the test needs the demo without its backend first"
+fi
+ui "$url" -readme "started as README.md's first command ($readme), no backend" \
+  LIVE_HOSTNAME="$live_hostname" LIVE_KERNEL="$live_kernel" LIVE_FIRMWARE="$live_firmware" \
+  AUTH_USER="$demo_user" AUTH_PASS="$demo_pass"
+set -f
+# shellcheck disable=SC2086 # split into words on purpose (checked above: plain words only)
+set -- $backend_cmd
+set +f
+rlog=$log
+start_server "$tmp/backend.log" "$@"
+bpid=$!
+end=$(($(date +%s) + START_DEADLINE))
+until curl -s -o /dev/null --max-time 2 --unix-socket "$backend_sock" http://backend/api/health; do
+  group_alive "$bpid" || { wait "$bpid"; fail "'$backend_cmd' exited (status $?) before answering on $backend_sock"; }
+  [ "$(date +%s)" -lt "$end" ] || fail "'$backend_cmd' did not answer on $backend_sock within ${START_DEADLINE}s"
+  sleep 0.1
+done
+# The host name the backend's status starts with (its settings).
+backend_host=$(curl -s --max-time 5 -u "$demo_user:$demo_pass" "$url/api/settings" |
+  sed -n 's/.*"hostname":"\([^"]*\)".*/\1/p')
+[ -n "$backend_host" ] || fail "GET $url/api/settings through the proxy gave no host name"
+echo "'$backend_cmd' answering on $backend_sock; through $url/api/ its host name is $backend_host" >&2
+ui "$url" -backend "README.md's first command with its backend ($backend_cmd)" \
+  BACKEND=present LIVE_HOSTNAME="$backend_host" LIVE_KERNEL="$live_kernel" LIVE_FIRMWARE="$live_firmware" \
+  AUTH_USER="$demo_user" AUTH_PASS="$demo_pass"
+stop_group "$bpid" || fail "'$backend_cmd' (process group $bpid) did not stop"
+bpid=''
+[ ! -e "$backend_sock" ] || fail "'$backend_cmd' left $backend_sock behind"
+log=$rlog
 stop_group "$rpid" || fail "'$readme' (process group $rpid) did not stop"
 rpid=''
 busy=$(ss -Hltn "sport = :$readme_port" 2>/dev/null)
@@ -274,5 +340,5 @@ ui "$https_url" -https "over HTTPS with the TLS build ($https_url, the made cert
 stop_group "$pid" || fail "the TLS build (process group $pid) did not stop"
 pid='' log=''
 
-echo "PASS: browser UI test (stub and live status rendered, also from README.md's first command on http://$listen/ and over HTTPS from the TLS build with its made certificate, the plain port redirecting with 308; no console/page/request errors, outage shown and recovered; screenshots in tests/out/browser/)"
+echo "PASS: browser UI test (stub and live status rendered, also from README.md's first command on http://$listen/ without and with the device backend (events, settings, upload), and over HTTPS from the TLS build with its made certificate, the plain port redirecting with 308; no console/page/request errors, outage shown and recovered; screenshots in tests/out/browser/)"
 exit 0

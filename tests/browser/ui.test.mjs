@@ -14,7 +14,20 @@
 //                 Chromium trusts that key (--ignore-certificate-errors-spki-list) and no other, so
 //                 the page is a secure context served with that certificate; the page must then
 //                 come over TLS 1.2 or 1.3
-import { chromium } from 'playwright-core';
+//   BACKEND       "present": the demo backend (board/demo/backend.py) answers /api/ through the
+//                 server's proxy: the status must come pushed by its event stream (the counter
+//                 moving, no CGI request), the settings page must save (a refused value shown as an
+//                 error first), the firmware page must upload UPLOAD_BYTES of random data and show
+//                 the size and SHA-256 computed here, and a saved host name must reach the status
+//                 page through the stream. Otherwise (default) the backend is absent: the pages say
+//                 so, the status comes from cgi-bin/status, and the backend's 404 or 502 answers
+//                 (and Chromium's console line for each) are the only failures allowed
+//   AUTH_USER, AUTH_PASS  Basic-auth credentials for the settings and firmware pages and their
+//                 /api/ paths (given to Chromium as httpCredentials); without them no credentials
+//                 are sent. With them, those paths must answer 401 to a client without credentials
+//   UPLOAD_BYTES  size of the uploaded file (default 5 MiB + 321 bytes)
+import { chromium, request } from 'playwright-core';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -55,6 +68,10 @@ const SHAPE = {
   mem: /^\d+(\.\d)? [KMGT]iB used of \d+(\.\d)? [KMGT]iB \(\d+%\)$/,
 };
 const PLACEHOLDERS = ['', '\u2026', '\u2013', 'unknown'];
+const BACKEND = process.env.BACKEND === 'present';
+if (BACKEND) SHAPE.counter = /^\d+$/;
+const AUTH = process.env.AUTH_USER ? { username: process.env.AUTH_USER, password: process.env.AUTH_PASS || '' } : null;
+const UPLOAD_BYTES = Number(process.env.UPLOAD_BYTES || 5 * 1024 * 1024 + 321);
 const TAG = process.env.SHOT_TAG ?? (LIVE ? '-live' : '');
 const SHOT = `ui${TAG}.png`;
 
@@ -77,13 +94,25 @@ const context = await chromium.launchPersistentContext(profile, {
     ...(SPKI ? [`--ignore-certificate-errors-spki-list=${SPKI}`] : [])],
   viewport: { width: 1000, height: 700 },
   timeout: STEP_MS,
+  ...(AUTH ? { httpCredentials: AUTH } : {}),
 });
 
-let phase = 'load';        // 'load' | 'outage' | 'done'
+let phase = 'load';        // 'load' | 'outage' | 'bad-settings' | 'leave' | 'done'
 const assets = [];         // { url, request, response } of the CSS and JS files
-const isStatus = (url) => new URL(url).pathname === '/cgi-bin/status';
-// During the simulated outage the 404s of the status endpoint are the point of the test.
-const expected = (url) => phase === 'outage' && isStatus(url);
+const pathOf = (url) => { try { return new URL(url).pathname; } catch { return ''; } };
+const isStatus = (url) => pathOf(url) === '/cgi-bin/status';
+let cgiPolls = 0;          // requests for cgi-bin/status: none while the backend pushes the status
+// What the pages ask the backend for. Without it they get 404 (a server without a proxy line) or
+// 502 (the proxy with nothing on its socket); those answers, and only those, are expected then.
+const BACKEND_PATHS = ['/api/status/stream', '/api/settings', '/api/health'];
+const backendMiss = (url, status) => !BACKEND && BACKEND_PATHS.includes(pathOf(url)) && [404, 502].includes(status);
+// During the simulated outage the 404s of the status endpoint are the point of the test, and
+// so is the 400 of the refused settings.
+const expected = (url, status) => (phase === 'outage' && isStatus(url)) || backendMiss(url, status) ||
+  (phase === 'bad-settings' && pathOf(url) === '/api/settings' && status === 400);
+// Chromium's console line for an answer >= 400: "Failed to load resource: the server responded
+// with a status of 502 (Bad Gateway)", located at the resource's URL.
+const consoleStatus = (text) => Number((/^Failed to load resource: the server responded with a status of (\d+) /.exec(text) || [])[1]);
 
 try {
   const page = context.pages()[0] || await context.newPage();
@@ -92,15 +121,18 @@ try {
   page.on('console', (msg) => {
     if (phase === 'done' || msg.type() !== 'error') return;
     const where = msg.location().url || '';
-    if (!expected(where)) problem(`console error: ${msg.text()}${where ? ` (${where})` : ''}`);
+    if (!expected(where, phase === 'outage' ? 404 : consoleStatus(msg.text()))) problem(`console error: ${msg.text()}${where ? ` (${where})` : ''}`);
   });
   page.on('pageerror', (err) => { if (phase !== 'done') problem(`page error: ${err.message}`); });
   page.on('requestfailed', (req) => {
-    if (phase !== 'done' && !expected(req.url())) problem(`request failed: ${req.url()} (${req.failure()?.errorText})`);
+    // Leaving the status page cancels its event stream: that one abort is expected.
+    const left = phase === 'leave' && pathOf(req.url()) === '/api/status/stream' && req.failure()?.errorText === 'net::ERR_ABORTED';
+    if (phase !== 'done' && !left && !(phase === 'outage' && isStatus(req.url()))) problem(`request failed: ${req.url()} (${req.failure()?.errorText})`);
   });
   page.on('response', (res) => {
     if (phase === 'done') return;
-    if (res.status() >= 400 && !expected(res.url())) problem(`HTTP ${res.status()} for ${res.url()}`);
+    if (isStatus(res.url())) cgiPolls++;
+    if (res.status() >= 400 && !expected(res.url(), res.status())) problem(`HTTP ${res.status()} for ${res.url()}`);
     if (/\.(css|js)$/.test(new URL(res.url()).pathname)) assets.push(res);
   });
 
@@ -140,10 +172,31 @@ try {
     }
     for (const [id, shape] of Object.entries(SHAPE)) {
       const got = (await page.locator(`#${id}`).textContent() ?? '').trim();
-      if (PLACEHOLDERS.includes(got) || !shape.test(got)) problem(`#${id} shows "${got}", not a value from cgi-bin/status`);
+      if (PLACEHOLDERS.includes(got) || !shape.test(got)) problem(`#${id} shows "${got}", not a value from ${BACKEND ? 'the backend' : 'cgi-bin/status'}`);
       else if (LIVE) info(`#${id}: ${got}`);
     }
     if (await page.locator('#alert').isVisible()) problem('the error banner is visible while the endpoint works');
+  }
+  const source = async () => (await page.locator('#source').textContent()) || '';
+  if (BACKEND) {
+    // Pushed, not polled: the counter moves once a second, and cgi-bin/status is never asked.
+    const counter = async () => Number(await page.locator('#counter').textContent());
+    try {
+      for (let i = 0; i < 2; i++) {
+        const before = await counter();
+        await page.waitForFunction((n) => Number(document.getElementById('counter').textContent) > n, before);
+      }
+      info(`status events: #counter at ${await counter()}, "${await page.locator('#updated').textContent()}"`);
+    } catch {
+      problem(`the status counter did not move within ${STEP_MS / 1000} s: no events from /api/status/stream`);
+    }
+    if (!/pushed by the device backend/.test(await source())) problem(`the footer says "${await source()}", not the pushed status`);
+    if (await page.locator('#backend').isVisible()) problem(`the page says "${await page.locator('#backend').textContent()}" with the backend running`);
+    if (cgiPolls) problem(`the page asked cgi-bin/status ${cgiPolls} time(s) while the backend pushed the status`);
+  } else {
+    const note = page.locator('#backend', { hasText: 'Device backend not running' });
+    if (!(await note.isVisible())) problem('the status page does not say that the device backend is not running');
+    if (!/cgi-bin\/status/.test(await source())) problem(`the footer says "${await source()}", not the CGI fallback`);
   }
   await page.screenshot({ path: path.join(outDir, SHOT), fullPage: true });
   info(`screenshot: ${path.join(outDir, SHOT)}`);
@@ -161,6 +214,56 @@ try {
 
   // 3. An outage of the status endpoint is shown plainly, and the page recovers after it.
   //    The outage is simulated in the browser, so this part does not depend on the server's CGI.
+  //    With the backend the page does not poll the CGI: nothing to interrupt.
+  if (!BACKEND) await outage(page, rendered);
+
+  // 4. A narrow (phone) screen, for a person to look at.
+  await page.setViewportSize({ width: 390, height: 800 });
+  await page.screenshot({ path: path.join(outDir, `ui${TAG}-narrow.png`), fullPage: true });
+  await page.setViewportSize({ width: 1000, height: 700 });
+
+  // 5. Information only: does the server answer unknown paths with 404.html? (needs `error-page 404 /404.html`)
+  //    (Playwright's own HTTP client, not the browser: it does not know the trusted key.)
+  const missing = await context.request.get(`${base}/no-such-page`, { ignoreHTTPSErrors: HTTPS });
+  const body = await missing.text();
+  info(`GET /no-such-page: HTTP ${missing.status()}${body.includes('404 &ndash; Not found') ? ', 404.html' : ''}`);
+
+  // 6. The pages that change the device: behind Basic auth when credentials are given.
+  if (AUTH) await needsAuth();
+  if (BACKEND) {
+    const host = await settings(page);
+    await firmware(page);
+    if (host) { // the saved name, pushed to a status page opened afresh
+      await go(page, '/');
+      try {
+        await page.locator('#hostname', { hasText: host }).waitFor();
+        info(`status page shows the saved host name "${host}"`);
+      } catch {
+        problem(`the status page does not show the saved host name "${host}" within ${STEP_MS / 1000} s`);
+      }
+    }
+  } else {
+    for (const name of ['settings', 'firmware']) {
+      await go(page, `/${name}.html`);
+      try {
+        await page.locator('#alert', { hasText: 'Device backend not running' }).waitFor();
+      } catch {
+        problem(`${name}.html does not say that the device backend is not running`);
+      }
+      if (!(await page.locator('#fields').evaluate((el) => el.disabled))) problem(`${name}.html offers its form without a backend`);
+      await page.screenshot({ path: path.join(outDir, `ui${TAG}-${name}.png`), fullPage: true });
+    }
+  }
+} catch (err) {
+  problem(`test aborted: ${err.message.split('\n')[0]}`);
+} finally {
+  phase = 'done';
+  await context.close().catch(() => {});
+  if (!process.env.PROFILE_DIR) fs.rmSync(profile, { recursive: true, force: true });
+}
+
+// 3. Simulated outage of the status endpoint (see the call above).
+async function outage(page, rendered) {
   phase = 'outage';
   await page.route('**/cgi-bin/status', (route) =>
     route.fulfill({ status: 404, contentType: 'text/plain', body: 'not found\n' }));
@@ -182,22 +285,98 @@ try {
   } else {
     info('recovery after the outage not checked: the status endpoint never worked');
   }
+}
 
-  // 4. A narrow (phone) screen, for a person to look at.
-  await page.setViewportSize({ width: 390, height: 800 });
-  await page.screenshot({ path: path.join(outDir, `ui${TAG}-narrow.png`), fullPage: true });
+// Another page of the UI; the event stream of the page left may be cancelled meanwhile.
+async function go(page, where) {
+  phase = 'leave';
+  try {
+    return await page.goto(`${base}${where}`, { waitUntil: 'load' });
+  } finally {
+    phase = 'load';
+  }
+}
 
-  // 5. Information only: does the server answer unknown paths with 404.html? (needs `error-page 404 /404.html`)
-  //    (Playwright's own HTTP client, not the browser: it does not know the trusted key.)
-  const missing = await context.request.get(`${base}/no-such-page`, { ignoreHTTPSErrors: HTTPS });
-  const body = await missing.text();
-  info(`GET /no-such-page: HTTP ${missing.status()}${body.includes('404 &ndash; Not found') ? ', 404.html' : ''}`);
-} catch (err) {
-  problem(`test aborted: ${err.message.split('\n')[0]}`);
-} finally {
-  phase = 'done';
-  await context.close().catch(() => {});
-  if (!process.env.PROFILE_DIR) fs.rmSync(profile, { recursive: true, force: true });
+// The settings and firmware pages and their backend paths answer 401 without credentials.
+async function needsAuth() {
+  const anon = await request.newContext({ ignoreHTTPSErrors: HTTPS });
+  for (const [method, p] of [['GET', '/settings.html'], ['GET', '/api/settings'], ['GET', '/firmware.html'], ['POST', '/api/firmware']]) {
+    const res = await anon.fetch(`${base}${p}`, { method, data: method === 'POST' ? 'x' : undefined });
+    if (res.status() !== 401) problem(`${method} ${p} without credentials answered ${res.status()}, not 401`);
+    else if (!/^Basic realm=/.test(res.headers()['www-authenticate'] || '')) problem(`${method} ${p}: 401 without a Basic challenge`);
+  }
+  await anon.dispose();
+  info('settings and firmware pages: 401 without credentials');
+}
+
+// Loads the settings, has a bad host name refused, saves a good one; returns it (or '').
+async function settings(page) {
+  const res = await go(page, '/settings.html');
+  if (!res || res.status() !== 200) { problem(`GET /settings.html answered ${res ? res.status() : 'nothing'}`); return ''; }
+  try {
+    await page.locator('#fields:not([disabled])').waitFor();
+  } catch {
+    problem(`the settings did not load within ${STEP_MS / 1000} s: "${await page.locator('#alert').textContent()}"`);
+    return '';
+  }
+  const current = await page.inputValue('#f-hostname');
+  info(`settings loaded: host name "${current}"`);
+  phase = 'bad-settings';
+  await page.fill('#f-hostname', 'not a host name!');
+  await page.click('button[type=submit]');
+  try {
+    await page.locator('#alert', { hasText: 'Not saved: hostname:' }).waitFor();
+  } catch {
+    problem(`a bad host name was not refused with a message: "${await page.locator('#alert').textContent()}"`);
+  }
+  await page.locator('#fields:not([disabled])').waitFor();
+  phase = 'load';
+  const host = `demo-${process.pid}`;
+  await page.fill('#f-hostname', host);
+  await page.fill('#f-timezone', 'Europe/Paris');
+  await page.click('button[type=submit]');
+  try {
+    await page.locator('#saved', { hasText: 'Saved at' }).waitFor();
+  } catch {
+    problem(`saving the settings showed no success message: "${await page.locator('#alert').textContent()}"`);
+    return '';
+  }
+  if (await page.locator('#alert').isVisible()) problem('the error message stays visible after a save');
+  await page.screenshot({ path: path.join(outDir, `ui${TAG}-settings.png`), fullPage: true });
+  const saved = await (await context.request.get(`${base}/api/settings`, { ignoreHTTPSErrors: HTTPS })).json();
+  if (saved.hostname !== host || saved.timezone !== 'Europe/Paris') problem(`GET /api/settings after the save: ${JSON.stringify(saved)}`);
+  else info(`settings saved: ${JSON.stringify(saved)}`);
+  return host;
+}
+
+// Uploads UPLOAD_BYTES of random data; the page must show the size and SHA-256 computed here.
+async function firmware(page) {
+  const file = path.join(os.tmpdir(), `marmoset-firmware-${process.pid}.bin`);
+  const data = crypto.randomBytes(UPLOAD_BYTES);
+  fs.writeFileSync(file, data);
+  const sha = crypto.createHash('sha256').update(data).digest('hex');
+  try {
+    const res = await go(page, '/firmware.html');
+    if (!res || res.status() !== 200) { problem(`GET /firmware.html answered ${res ? res.status() : 'nothing'}`); return; }
+    await page.locator('#fields:not([disabled])').waitFor();
+    await page.setInputFiles('#f-image', file);
+    await page.click('button[type=submit]');
+    try {
+      await page.locator('#sha256', { hasText: sha }).waitFor({ timeout: 4 * STEP_MS });
+    } catch {
+      problem(`the upload of ${UPLOAD_BYTES} bytes did not show SHA-256 ${sha}: "${await page.locator('#sha256').textContent()}", ` +
+        `"${await page.locator('#alert').textContent()}"`);
+      return;
+    }
+    const size = await page.locator('#size').textContent();
+    if (!size.includes(`(${UPLOAD_BYTES} bytes)`)) problem(`#size shows "${size}", not ${UPLOAD_BYTES} bytes`);
+    const bar = await page.locator('#progress').evaluate((el) => el.value);
+    if (bar !== 100) problem(`the progress bar ends at ${bar}, not 100`);
+    info(`firmware upload: ${size}, SHA-256 ${sha}, ${await page.locator('#sent').textContent()}`);
+    await page.screenshot({ path: path.join(outDir, `ui${TAG}-firmware.png`), fullPage: true });
+  } finally {
+    fs.rmSync(file, { force: true });
+  }
 }
 
 if (problems.length) {
