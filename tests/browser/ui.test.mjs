@@ -124,10 +124,15 @@ try {
     if (!expected(where, phase === 'outage' ? 404 : consoleStatus(msg.text()))) problem(`console error: ${msg.text()}${where ? ` (${where})` : ''}`);
   });
   page.on('pageerror', (err) => { if (phase !== 'done') problem(`page error: ${err.message}`); });
-  page.on('requestfailed', (req) => {
+  page.on('requestfailed', async (req) => {
+    if (phase === 'done') return;
+    const aborted = req.failure()?.errorText === 'net::ERR_ABORTED';
     // Leaving the status page cancels its event stream: that one abort is expected.
-    const left = phase === 'leave' && pathOf(req.url()) === '/api/status/stream' && req.failure()?.errorText === 'net::ERR_ABORTED';
-    if (phase !== 'done' && !left && !(phase === 'outage' && isStatus(req.url()))) problem(`request failed: ${req.url()} (${req.failure()?.errorText})`);
+    if (phase === 'leave' && pathOf(req.url()) === '/api/status/stream' && aborted) return;
+    if (phase === 'outage' && isStatus(req.url())) return;
+    // An event stream refused with 404 or 502 is then cancelled by Chromium (its body unread).
+    if (aborted && backendMiss(req.url(), (await req.response().catch(() => null))?.status())) return;
+    problem(`request failed: ${req.url()} (${req.failure()?.errorText})`);
   });
   page.on('response', (res) => {
     if (phase === 'done') return;
