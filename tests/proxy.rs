@@ -278,15 +278,23 @@ fn backend_connections_are_reused() {
     }
     let conns: Vec<usize> = backend.seen().iter().map(|s| s.conn).collect();
     assert_eq!(conns, [0, 0, 0], "one backend connection for all");
-    // A backend that closes its kept connection: the next request goes on a new one.
-    let closing = Backend::unix(|req, s| {
+    // A backend that closes its kept connection: the next request goes on
+    // a new one (a POST, which would not be sent again on a failure).
+    let (closed, wait_closed) = mpsc::channel::<()>();
+    let closed = Mutex::new(closed);
+    let closing = Backend::unix(move |req, s| {
         echo(req, s);
         s.close_write();
+        let _ = closed.lock().unwrap().send(());
         false
     });
     let server = closing.server(&[]);
     for _ in 0..3 {
-        assert_eq!(curl(&[&server.url("/api/a")]).0, 200);
+        let mut c = server.connect();
+        c.write_all(b"POST /api/a HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx")
+            .unwrap();
+        assert_eq!(read_response(&mut c, false).unwrap().status, 200);
+        wait_closed.recv_timeout(Duration::from_secs(5)).unwrap();
     }
     let conns: Vec<usize> = closing.seen().iter().map(|s| s.conn).collect();
     assert_eq!(conns, [0, 1, 2]);
@@ -873,4 +881,71 @@ fn the_proxy_serves_https_listeners_too() {
         ["https"]
     );
     ws_client(&format!("wss://127.0.0.1:{port}/ws/ws"), WS_ECHO, &server);
+}
+
+#[test]
+fn no_content_and_not_modified_have_no_body_and_keep_the_connection() {
+    let backend = Backend::unix(|req, s| {
+        let answer: &[u8] = if req.head.starts_with("GET /api/none") {
+            b"HTTP/1.1 204 No Content\r\nX-N: 1\r\n\r\n"
+        } else {
+            b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\nContent-Length: 99\r\n\r\n"
+        };
+        s.write_all(answer).is_ok()
+    });
+    let server = backend.server(&[]);
+    let mut c = server.connect();
+    c.write_all(b"GET /api/none HTTP/1.1\r\nHost: t\r\n\r\nGET /api/same HTTP/1.1\r\nHost: t\r\n\r\nGET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let all = read_to_close(&mut c);
+    let heads: Vec<&str> = all.split("\r\n\r\n").collect();
+    assert!(
+        heads[0].starts_with("HTTP/1.1 204") && !heads[0].contains("Content-Length"),
+        "{all}"
+    );
+    assert!(
+        heads[1].starts_with("HTTP/1.1 304") && heads[1].contains("ETag: \"v1\""),
+        "{all}"
+    );
+    assert!(heads[2].starts_with("HTTP/1.1 200"), "{all}");
+    assert!(all.ends_with("hello\n"), "{all}");
+}
+
+#[test]
+fn past_proxy_max_the_answer_is_503() {
+    let (go, wait) = mpsc::channel::<()>();
+    let wait = Mutex::new(wait);
+    let backend = Backend::tcp(move |req, s| {
+        if req.head.starts_with("GET /api/hold") {
+            let _ = wait.lock().unwrap().recv();
+        }
+        echo(req, s)
+    });
+    let server = backend.server(&["--proxy-max", "1"]);
+    let mut held = server.connect();
+    held.write_all(b"GET /api/hold HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || !backend
+        .seen()
+        .is_empty()));
+    let (code, head, _) = curl(&[&server.url("/api/other")]);
+    assert_eq!(code, 503);
+    assert!(head.contains("Retry-After: 5"), "{head}");
+    go.send(()).unwrap();
+    assert_eq!(read_response(&mut held, false).unwrap().status, 200);
+    assert_eq!(curl(&[&server.url("/api/other")]).0, 200);
+}
+
+#[test]
+fn proxied_requests_are_in_the_access_log() {
+    let backend = Backend::unix(echo);
+    let dir = TempDir::new("alog");
+    let log = dir.path().join("access.log");
+    let server = backend.server(&["--access-log", log.to_str().unwrap()]);
+    assert_eq!(curl(&[&server.url("/api/logged?q=1")]).0, 200);
+    let logged = wait_until(Duration::from_secs(5), || {
+        std::fs::read_to_string(&log)
+            .is_ok_and(|t| t.contains("\"GET /api/logged?q=1 HTTP/1.1\" 200 "))
+    });
+    assert!(logged, "{:?}", std::fs::read_to_string(&log));
 }
