@@ -57,6 +57,8 @@ struct Backend {
     /// As the config names it.
     address: String,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Connections that Marmoset closed (end of stream between requests).
+    closed: Arc<Mutex<Vec<usize>>>,
     _dir: Option<TempDir>,
 }
 
@@ -65,12 +67,14 @@ impl Backend {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = format!("http://{}", l.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let closed = Arc::new(Mutex::new(Vec::new()));
         let h: Arc<Handler> = Arc::new(handler);
-        let s = seen.clone();
-        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s));
+        let (s, c) = (seen.clone(), closed.clone());
+        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s, c));
         Backend {
             address,
             seen,
+            closed,
             _dir: None,
         }
     }
@@ -80,12 +84,14 @@ impl Backend {
         let path = dir.path().join("b.sock");
         let l = UnixListener::bind(&path).unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let closed = Arc::new(Mutex::new(Vec::new()));
         let h: Arc<Handler> = Arc::new(handler);
-        let s = seen.clone();
-        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s));
+        let (s, c) = (seen.clone(), closed.clone());
+        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s, c));
         Backend {
             address: format!("unix:{}", path.display()),
             seen,
+            closed,
             _dir: Some(dir),
         }
     }
@@ -107,17 +113,22 @@ fn accept<S: Duplex + 'static>(
     incoming: impl Iterator<Item = S>,
     handler: Arc<Handler>,
     seen: Arc<Mutex<Vec<Seen>>>,
+    closed: Arc<Mutex<Vec<usize>>>,
 ) {
     let conns = Arc::new(AtomicUsize::new(0));
     for stream in incoming {
         let conn = conns.fetch_add(1, Ordering::SeqCst);
-        let (handler, seen) = (handler.clone(), seen.clone());
+        let (handler, seen, closed) = (handler.clone(), seen.clone(), closed.clone());
         std::thread::spawn(move || {
             let mut stream: Box<dyn Duplex> = Box::new(stream);
-            while let Some(req) = read_request(&mut stream, conn) {
+            loop {
+                let Some(req) = read_request(&mut stream, conn) else {
+                    closed.lock().unwrap().push(conn);
+                    return;
+                };
                 seen.lock().unwrap().push(req.clone());
                 if !handler(&req, &mut *stream) {
-                    break;
+                    return;
                 }
             }
         });
@@ -948,4 +959,26 @@ fn proxied_requests_are_in_the_access_log() {
             .is_ok_and(|t| t.contains("\"GET /api/logged?q=1 HTTP/1.1\" 200 "))
     });
     assert!(logged, "{:?}", std::fs::read_to_string(&log));
+}
+
+#[test]
+fn a_reload_closes_the_kept_backend_connections_of_the_old_configuration() {
+    let backend = Backend::unix(echo);
+    let server = backend.server(&[]);
+    assert_eq!(curl(&[&server.url("/api/a")]).0, 200);
+    assert!(
+        backend.closed.lock().unwrap().is_empty(),
+        "kept for the next request"
+    );
+    server.signal("HUP");
+    let closed = wait_until(Duration::from_secs(10), || {
+        *backend.closed.lock().unwrap() == [0]
+    });
+    assert!(closed, "{}", server.log_text());
+    assert_eq!(curl(&[&server.url("/api/b")]).0, 200);
+    assert_eq!(
+        backend.seen().last().unwrap().conn,
+        1,
+        "the new configuration's own connection"
+    );
 }
