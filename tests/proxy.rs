@@ -982,3 +982,32 @@ fn a_reload_closes_the_kept_backend_connections_of_the_old_configuration() {
         "the new configuration's own connection"
     );
 }
+
+#[test]
+fn a_tunnel_holds_its_connection_slot_and_is_never_reclaimed_as_idle() {
+    let backend = WsBackend::start();
+    let server = Server::start(&["--proxy", &backend.route, "--max-connections", "2"]);
+    let url = format!("ws://127.0.0.1:{}/api/ws", server.port);
+    let body = format!(
+        r#"
+    import socket
+    def get(s):
+        s.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        return s.recv(4096)
+    async with websockets.connect("{{url}}", ping_interval=None) as ws:
+        await ws.send("one")
+        assert await ws.recv() == "one"
+        idle = socket.create_connection(("127.0.0.1", {port}))
+        idle.settimeout(10)
+        assert get(idle).startswith(b"HTTP/1.1 200")
+        # At the limit: the idle keep-alive connection makes room, not the tunnel.
+        third = socket.create_connection(("127.0.0.1", {port}))
+        third.settimeout(10)
+        assert get(third).startswith(b"HTTP/1.1 200")
+        assert idle.recv(1) == b""
+        await ws.send("two")
+        assert await ws.recv() == "two""#,
+        port = server.port
+    );
+    ws_client(&url, &body, &server);
+}
