@@ -57,6 +57,8 @@ struct Backend {
     /// As the config names it.
     address: String,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Connections that Marmoset closed (end of stream between requests).
+    closed: Arc<Mutex<Vec<usize>>>,
     _dir: Option<TempDir>,
 }
 
@@ -65,12 +67,14 @@ impl Backend {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = format!("http://{}", l.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let closed = Arc::new(Mutex::new(Vec::new()));
         let h: Arc<Handler> = Arc::new(handler);
-        let s = seen.clone();
-        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s));
+        let (s, c) = (seen.clone(), closed.clone());
+        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s, c));
         Backend {
             address,
             seen,
+            closed,
             _dir: None,
         }
     }
@@ -80,12 +84,14 @@ impl Backend {
         let path = dir.path().join("b.sock");
         let l = UnixListener::bind(&path).unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let closed = Arc::new(Mutex::new(Vec::new()));
         let h: Arc<Handler> = Arc::new(handler);
-        let s = seen.clone();
-        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s));
+        let (s, c) = (seen.clone(), closed.clone());
+        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s, c));
         Backend {
             address: format!("unix:{}", path.display()),
             seen,
+            closed,
             _dir: Some(dir),
         }
     }
@@ -107,17 +113,22 @@ fn accept<S: Duplex + 'static>(
     incoming: impl Iterator<Item = S>,
     handler: Arc<Handler>,
     seen: Arc<Mutex<Vec<Seen>>>,
+    closed: Arc<Mutex<Vec<usize>>>,
 ) {
     let conns = Arc::new(AtomicUsize::new(0));
     for stream in incoming {
         let conn = conns.fetch_add(1, Ordering::SeqCst);
-        let (handler, seen) = (handler.clone(), seen.clone());
+        let (handler, seen, closed) = (handler.clone(), seen.clone(), closed.clone());
         std::thread::spawn(move || {
             let mut stream: Box<dyn Duplex> = Box::new(stream);
-            while let Some(req) = read_request(&mut stream, conn) {
+            loop {
+                let Some(req) = read_request(&mut stream, conn) else {
+                    closed.lock().unwrap().push(conn);
+                    return;
+                };
                 seen.lock().unwrap().push(req.clone());
                 if !handler(&req, &mut *stream) {
-                    break;
+                    return;
                 }
             }
         });
@@ -278,15 +289,23 @@ fn backend_connections_are_reused() {
     }
     let conns: Vec<usize> = backend.seen().iter().map(|s| s.conn).collect();
     assert_eq!(conns, [0, 0, 0], "one backend connection for all");
-    // A backend that closes its kept connection: the next request goes on a new one.
-    let closing = Backend::unix(|req, s| {
+    // A backend that closes its kept connection: the next request goes on
+    // a new one (a POST, which would not be sent again on a failure).
+    let (closed, wait_closed) = mpsc::channel::<()>();
+    let closed = Mutex::new(closed);
+    let closing = Backend::unix(move |req, s| {
         echo(req, s);
         s.close_write();
+        let _ = closed.lock().unwrap().send(());
         false
     });
     let server = closing.server(&[]);
     for _ in 0..3 {
-        assert_eq!(curl(&[&server.url("/api/a")]).0, 200);
+        let mut c = server.connect();
+        c.write_all(b"POST /api/a HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx")
+            .unwrap();
+        assert_eq!(read_response(&mut c, false).unwrap().status, 200);
+        wait_closed.recv_timeout(Duration::from_secs(5)).unwrap();
     }
     let conns: Vec<usize> = closing.seen().iter().map(|s| s.conn).collect();
     assert_eq!(conns, [0, 1, 2]);
@@ -634,11 +653,18 @@ fn a_64_mib_upload_keeps_memory_flat() {
     backend.seen.lock().unwrap().clear();
 }
 
-#[test]
-fn websocket_messages_pass_both_ways() {
-    let dir = TempDir::new("ws");
-    let sock = dir.path().join("ws.sock");
-    let script = r#"
+/// Python's `websockets` echo server on a unix socket; "bye" makes it close.
+struct WsBackend {
+    child: std::process::Child,
+    route: String,
+    _dir: TempDir,
+}
+
+impl WsBackend {
+    fn start() -> WsBackend {
+        let dir = TempDir::new("ws");
+        let sock = dir.path().join("ws.sock");
+        let script = r#"
 import asyncio, sys, websockets
 async def echo(ws, path=None):
     async for m in ws:
@@ -647,55 +673,47 @@ async def echo(ws, path=None):
             return
         await ws.send(m)
 async def main():
-    async with websockets.unix_serve(echo, sys.argv[1], max_size=None):
+    async with websockets.unix_serve(echo, sys.argv[1], max_size=None, ping_interval=None):
         print("ready", flush=True)
         await asyncio.Future()
 asyncio.run(main())
 "#;
-    let mut backend = Command::new("/usr/bin/python3")
-        .args(["-c", script])
-        .arg(&sock)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 with websockets");
-    let mut ready = String::new();
-    BufReader::new(backend.stdout.take().unwrap())
-        .read_line(&mut ready)
-        .unwrap();
-    assert_eq!(ready.trim(), "ready");
-    let route = format!("/api/ unix:{}", sock.display());
-    let server = Server::start(&["--proxy", &route]);
-    let client = format!(
-        r#"
-import asyncio, websockets
-async def main():
-    async with websockets.connect("ws://127.0.0.1:{port}/api/ws", max_size=None) as ws:
-        await ws.send("hello")
-        assert await ws.recv() == "hello"
-        big = "m" * (1 << 20)
-        await ws.send(big)
-        assert await ws.recv() == big
-        await ws.send(b"\x00\x01binary")
-        assert await ws.recv() == b"\x00\x01binary"
-    # The client closes: a second connection works after it.
-    async with websockets.connect("ws://127.0.0.1:{port}/api/ws") as ws:
-        await ws.send("bye")
-        try:
-            await ws.recv()
-            raise SystemExit("no close from the backend")
-        except websockets.ConnectionClosedOK:
-            pass
-    print("ok")
-asyncio.run(main())
-"#,
-        port = server.port
+        let mut child = Command::new("/usr/bin/python3")
+            .args(["-c", script])
+            .arg(&sock)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 with websockets");
+        let mut ready = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        assert_eq!(ready.trim(), "ready");
+        WsBackend {
+            child,
+            route: format!("/api/ unix:{}", sock.display()),
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for WsBackend {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a websockets client script; `{url}` is replaced; it prints "ok".
+fn ws_client(url: &str, body: &str, server: &Server) {
+    let script = format!(
+        "import asyncio, ssl, websockets\nctx = ssl.create_default_context()\nctx.check_hostname = False\nctx.verify_mode = ssl.CERT_NONE\nasync def main():\n{}\n    print('ok')\nasyncio.run(main())\n",
+        body.replace("{url}", url)
     );
     let out = Command::new("/usr/bin/python3")
-        .args(["-c", &client])
+        .args(["-c", &script])
         .output()
         .unwrap();
-    let _ = backend.kill();
-    let _ = backend.wait();
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "ok",
@@ -703,5 +721,293 @@ asyncio.run(main())
         String::from_utf8_lossy(&out.stderr),
         server.log_text()
     );
+}
+
+const WS_ECHO: &str = r#"
+    kw = {"ssl": ctx} if "{url}".startswith("wss") else {}
+    async with websockets.connect("{url}", max_size=None, **kw) as ws:
+        await ws.send("hello")
+        assert await ws.recv() == "hello"
+        big = "m" * (1 << 20)
+        await ws.send(big)
+        assert await ws.recv() == big
+        await ws.send(b"\x00\x01binary")
+        assert await ws.recv() == b"\x00\x01binary"
+    # The client closed; now the backend closes.
+    async with websockets.connect("{url}", **kw) as ws:
+        await ws.send("bye")
+        try:
+            await ws.recv()
+            raise SystemExit("no close from the backend")
+        except websockets.ConnectionClosedOK:
+            pass"#;
+
+#[test]
+fn websocket_messages_pass_both_ways() {
+    let backend = WsBackend::start();
+    let server = Server::start(&["--proxy", &backend.route]);
+    let url = format!("ws://127.0.0.1:{}/api/ws", server.port);
+    ws_client(&url, WS_ECHO, &server);
     server.assert_healthy();
+}
+
+#[test]
+fn a_quiet_websocket_is_closed_after_the_keepalive_timeout() {
+    let backend = WsBackend::start();
+    let server = Server::start(&["--proxy", &backend.route, "--keepalive-timeout", "1"]);
+    let url = format!("ws://127.0.0.1:{}/api/ws", server.port);
+    let body = r#"
+    async with websockets.connect("{url}", ping_interval=None) as ws:
+        await ws.send("a")
+        assert await ws.recv() == "a"
+        await asyncio.wait_for(ws.wait_closed(), 20)"#;
+    ws_client(&url, body, &server);
+}
+
+#[test]
+fn a_kept_connection_closed_under_a_request_is_retried_only_when_safe() {
+    // Each backend connection answers one request, then closes on the next
+    // one without answering: the race with a backend's keep-alive timeout.
+    let answered = Mutex::new(std::collections::HashSet::new());
+    let backend =
+        Backend::unix(move |req, s| answered.lock().unwrap().insert(req.conn) && echo(req, s));
+    let server = backend.server(&[]);
+    assert_eq!(curl(&[&server.url("/api/one")]).0, 200);
+    assert_eq!(
+        curl(&[&server.url("/api/two")]).0,
+        200,
+        "{}",
+        server.log_text()
+    );
+    let (code, _, _) = curl(&["--data-binary", "x", &server.url("/api/post")]);
+    assert_eq!(code, 502, "a POST is not sent twice");
+    let seen: Vec<(usize, String)> = backend
+        .seen()
+        .iter()
+        .map(|s| (s.conn, s.head.lines().next().unwrap_or("").to_string()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (0, "GET /api/one HTTP/1.1".into()),
+            (0, "GET /api/two HTTP/1.1".into()),
+            (1, "GET /api/two HTTP/1.1".into()),
+            (1, "POST /api/post HTTP/1.1".into()),
+        ]
+    );
+}
+
+#[test]
+fn proxy_max_body_refuses_larger_bodies_before_the_backend() {
+    let backend = Backend::unix(echo);
+    let server = backend.server(&["--proxy-max-body", "4"]);
+    let (code, _, _) = curl(&["--data-binary", "12345", &server.url("/api/a")]);
+    assert_eq!(code, 413);
+    let out = send(
+        &server,
+        "POST /api/a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n12345\r\n0\r\n\r\n",
+    );
+    assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+    assert_eq!(
+        curl(&["--data-binary", "1234", &server.url("/api/a")]).0,
+        200
+    );
+    // Beyond the static paths' limit, still forwarded without one.
+    let big = vec![b'b'; 3 << 20];
+    let backend = Backend::unix(|req, s| reply(s, &req.body.len().to_string()));
+    let server = backend.server(&[]);
+    let mut c = server.connect();
+    c.write_all(
+        format!(
+            "POST /api/a HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+            big.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    c.write_all(&big).unwrap();
+    let r = read_response(&mut c, false).unwrap();
+    assert_eq!((r.status, r.text()), (200, big.len().to_string()));
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn the_proxy_serves_https_listeners_too() {
+    let dir = TempDir::new("tlsproxy");
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    let backend = Backend::tcp(echo);
+    let route = format!("/api/ {}", backend.address);
+    let ws = WsBackend::start();
+    let ws_route = ws.route.replace("/api/", "/ws/");
+    let server = Server::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--listen",
+        "127.0.0.1:0 tls",
+        "--tls-self-signed",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+        "--proxy",
+        &route,
+        "--proxy",
+        &ws_route,
+    ]);
+    let found = wait_until(start_deadline(), || server.log_text().contains(" (TLS)"));
+    assert!(found);
+    let log = server.log_text();
+    let port: u16 = log
+        .lines()
+        .find_map(|l| {
+            l.split("listening on ")
+                .nth(1)?
+                .strip_suffix(" (TLS)")?
+                .rsplit(':')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap();
+    let url = format!("https://127.0.0.1:{port}/api/x");
+    let (code, _, body) = curl(&["-k", &url]);
+    assert_eq!(
+        (code, String::from_utf8_lossy(&body).as_ref()),
+        (200, "GET /api/x HTTP/1.1\n")
+    );
+    let upload = dir.write("up", vec![b'z'; 1 << 20]);
+    let (code, _, body) = curl(&[
+        "-k",
+        "--data-binary",
+        &format!("@{}", upload.display()),
+        &url,
+    ]);
+    assert_eq!(
+        (code, body.len()),
+        (200, "POST /api/x HTTP/1.1\n".len() + (1 << 20))
+    );
+    assert_eq!(
+        backend.seen().last().unwrap().header("x-forwarded-proto"),
+        ["https"]
+    );
+    ws_client(&format!("wss://127.0.0.1:{port}/ws/ws"), WS_ECHO, &server);
+}
+
+#[test]
+fn no_content_and_not_modified_have_no_body_and_keep_the_connection() {
+    let backend = Backend::unix(|req, s| {
+        let answer: &[u8] = if req.head.starts_with("GET /api/none") {
+            b"HTTP/1.1 204 No Content\r\nX-N: 1\r\n\r\n"
+        } else {
+            b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\nContent-Length: 99\r\n\r\n"
+        };
+        s.write_all(answer).is_ok()
+    });
+    let server = backend.server(&[]);
+    let mut c = server.connect();
+    c.write_all(b"GET /api/none HTTP/1.1\r\nHost: t\r\n\r\nGET /api/same HTTP/1.1\r\nHost: t\r\n\r\nGET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let all = read_to_close(&mut c);
+    let heads: Vec<&str> = all.split("\r\n\r\n").collect();
+    assert!(
+        heads[0].starts_with("HTTP/1.1 204") && !heads[0].contains("Content-Length"),
+        "{all}"
+    );
+    assert!(
+        heads[1].starts_with("HTTP/1.1 304") && heads[1].contains("ETag: \"v1\""),
+        "{all}"
+    );
+    assert!(heads[2].starts_with("HTTP/1.1 200"), "{all}");
+    assert!(all.ends_with("hello\n"), "{all}");
+}
+
+#[test]
+fn past_proxy_max_the_answer_is_503() {
+    let (go, wait) = mpsc::channel::<()>();
+    let wait = Mutex::new(wait);
+    let backend = Backend::tcp(move |req, s| {
+        if req.head.starts_with("GET /api/hold") {
+            let _ = wait.lock().unwrap().recv();
+        }
+        echo(req, s)
+    });
+    let server = backend.server(&["--proxy-max", "1"]);
+    let mut held = server.connect();
+    held.write_all(b"GET /api/hold HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || !backend
+        .seen()
+        .is_empty()));
+    let (code, head, _) = curl(&[&server.url("/api/other")]);
+    assert_eq!(code, 503);
+    assert!(head.contains("Retry-After: 5"), "{head}");
+    go.send(()).unwrap();
+    assert_eq!(read_response(&mut held, false).unwrap().status, 200);
+    assert_eq!(curl(&[&server.url("/api/other")]).0, 200);
+}
+
+#[test]
+fn proxied_requests_are_in_the_access_log() {
+    let backend = Backend::unix(echo);
+    let dir = TempDir::new("alog");
+    let log = dir.path().join("access.log");
+    let server = backend.server(&["--access-log", log.to_str().unwrap()]);
+    assert_eq!(curl(&[&server.url("/api/logged?q=1")]).0, 200);
+    let logged = wait_until(Duration::from_secs(5), || {
+        std::fs::read_to_string(&log)
+            .is_ok_and(|t| t.contains("\"GET /api/logged?q=1 HTTP/1.1\" 200 "))
+    });
+    assert!(logged, "{:?}", std::fs::read_to_string(&log));
+}
+
+#[test]
+fn a_reload_closes_the_kept_backend_connections_of_the_old_configuration() {
+    let backend = Backend::unix(echo);
+    let server = backend.server(&[]);
+    assert_eq!(curl(&[&server.url("/api/a")]).0, 200);
+    assert!(
+        backend.closed.lock().unwrap().is_empty(),
+        "kept for the next request"
+    );
+    server.signal("HUP");
+    let closed = wait_until(Duration::from_secs(10), || {
+        *backend.closed.lock().unwrap() == [0]
+    });
+    assert!(closed, "{}", server.log_text());
+    assert_eq!(curl(&[&server.url("/api/b")]).0, 200);
+    assert_eq!(
+        backend.seen().last().unwrap().conn,
+        1,
+        "the new configuration's own connection"
+    );
+}
+
+#[test]
+fn a_tunnel_holds_its_connection_slot_and_is_never_reclaimed_as_idle() {
+    let backend = WsBackend::start();
+    let server = Server::start(&["--proxy", &backend.route, "--max-connections", "2"]);
+    let url = format!("ws://127.0.0.1:{}/api/ws", server.port);
+    let body = format!(
+        r#"
+    import socket
+    def get(s):
+        s.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        return s.recv(4096)
+    async with websockets.connect("{{url}}", ping_interval=None) as ws:
+        await ws.send("one")
+        assert await ws.recv() == "one"
+        idle = socket.create_connection(("127.0.0.1", {port}))
+        idle.settimeout(10)
+        assert get(idle).startswith(b"HTTP/1.1 200")
+        # At the limit: the idle keep-alive connection makes room, not the tunnel.
+        third = socket.create_connection(("127.0.0.1", {port}))
+        third.settimeout(10)
+        assert get(third).startswith(b"HTTP/1.1 200")
+        assert idle.recv(1) == b""
+        await ws.send("two")
+        assert await ws.recv() == "two""#,
+        port = server.port
+    );
+    ws_client(&url, &body, &server);
 }

@@ -351,9 +351,7 @@ fn push_body(out: &mut Vec<u8>, data: &[u8], framing: Framing, sent: &mut u64) {
         return;
     }
     if framing == Framing::Chunked {
-        out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-        out.extend_from_slice(data);
-        out.extend_from_slice(b"\r\n");
+        crate::http::chunked::push_chunk(out, data);
     } else {
         out.extend_from_slice(data);
     }

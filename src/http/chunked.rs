@@ -1,5 +1,6 @@
 //! Decoding a chunked request body (RFC 9112 section 7.1), byte-exact so
-//! that a pipelined request after it stays intact. Pure: bytes in, data out.
+//! that a pipelined request after it stays intact, and framing data as a
+//! chunk. Pure: bytes in, data out.
 
 use crate::limits::MAX_CHUNK_LINE;
 
@@ -47,6 +48,29 @@ enum State {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Malformed;
+
+/// Appends `data` as one chunk; nothing for no data (an empty chunk would
+/// end the body).
+pub fn push_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    let mut size = [0u8; 16];
+    let mut i = size.len();
+    let mut n = data.len();
+    loop {
+        i -= 1;
+        size[i] = b"0123456789abcdef"[n & 15];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&size[i..]);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
 
 /// A token character (RFC 9110 section 5.6.2).
 fn is_tchar(b: u8) -> bool {
@@ -168,6 +192,22 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pushed_chunks_decode_to_their_data() {
+        let mut framed = Vec::new();
+        push_chunk(&mut framed, b"");
+        assert!(framed.is_empty(), "no empty chunk: it would end the body");
+        let big = vec![b'x'; 0x1234];
+        push_chunk(&mut framed, b"abc");
+        push_chunk(&mut framed, &big);
+        assert!(framed.starts_with(b"3\r\nabc\r\n1234\r\n"));
+        framed.extend_from_slice(b"0\r\n\r\n");
+        let (mut d, mut out) = (Decoder::default(), Vec::new());
+        assert_eq!(d.feed(&framed, &mut out), Ok(framed.len()));
+        assert!(d.is_done());
+        assert_eq!(out.len(), 3 + big.len());
+    }
 
     fn decode(input: &[u8]) -> Result<(Vec<u8>, usize), Malformed> {
         let mut d = Decoder::default();

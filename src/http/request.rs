@@ -366,7 +366,8 @@ fn transfer_coding(value: &[u8]) -> Result<bool, Reject> {
     }
 }
 
-fn parse_length(v: &[u8]) -> Option<u64> {
+/// A Content-Length value: digits only (no sign, no list).
+pub fn parse_length(v: &[u8]) -> Option<u64> {
     if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
         return None;
     }

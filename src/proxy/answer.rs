@@ -3,9 +3,9 @@
 //! fields no control bytes. What passes is re-framed by Marmoset; the
 //! hop-by-hop fields stay behind.
 
-use crate::http::request::trim;
+use crate::http::request::{parse_length, trim};
 use crate::limits::MAX_ANSWER_FIELDS;
-use crate::proxy::outgoing::{connection_tokens, is_clean};
+use crate::proxy::outgoing::{connection_tokens, is_clean, is_hop_by_hop};
 
 /// How the backend delimits its answer's body.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,23 +38,9 @@ pub struct Head {
 #[derive(Debug, PartialEq)]
 pub struct Invalid(pub &'static str);
 
-/// Fields Marmoset writes itself, or that concern only the backend's hop.
+/// The hop's fields, and the Date and Server lines Marmoset writes itself.
 fn is_dropped(name: &str) -> bool {
-    const NAMES: [&str; 9] = [
-        "connection",
-        "keep-alive",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "content-length",
-        "upgrade",
-        "date",
-        "server",
-    ];
-    NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
-        || name
-            .get(..6)
-            .is_some_and(|p| p.eq_ignore_ascii_case("proxy-"))
+    is_hop_by_hop(name) || name.eq_ignore_ascii_case("date") || name.eq_ignore_ascii_case("server")
 }
 
 /// Parses a head at the start of `buf`; `Ok(None)`: not complete yet.
@@ -140,13 +126,6 @@ pub fn parse(buf: &[u8], head_only: bool, upgrading: bool) -> Result<Option<Head
         fields,
         head_len,
     }))
-}
-
-fn parse_length(v: &[u8]) -> Option<u64> {
-    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(v).ok()?.parse().ok()
 }
 
 #[cfg(test)]

@@ -28,10 +28,10 @@ pub struct Origin {
     pub tls: bool,
 }
 
-/// Fields that describe one connection, not the message (RFC 9110
-/// section 7.6.1), or that Marmoset sets itself.
-fn is_dropped(name: &str) -> bool {
-    const NAMES: [&str; 11] = [
+/// Fields that describe one hop, not the message (RFC 9110 section
+/// 7.6.1), and the framing Marmoset writes itself: dropped both ways.
+pub fn is_hop_by_hop(name: &str) -> bool {
+    const NAMES: [&str; 7] = [
         "connection",
         "keep-alive",
         "te",
@@ -39,16 +39,24 @@ fn is_dropped(name: &str) -> bool {
         "transfer-encoding",
         "content-length",
         "upgrade",
+    ];
+    NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
+        || name
+            .get(..6)
+            .is_some_and(|p| p.eq_ignore_ascii_case("proxy-"))
+}
+
+/// What a client may not tell the backend: the forwarding fields are
+/// Marmoset's, and Marmoset answers `Expect` itself.
+fn is_dropped(name: &str) -> bool {
+    const NAMES: [&str; 5] = [
         "expect",
         "forwarded",
         "x-forwarded-for",
         "x-forwarded-proto",
+        "x-forwarded-host",
     ];
-    NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
-        || name.eq_ignore_ascii_case("x-forwarded-host")
-        || name
-            .get(..6)
-            .is_some_and(|p| p.eq_ignore_ascii_case("proxy-"))
+    is_hop_by_hop(name) || NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
 }
 
 /// The tokens of every `Connection` field, which name more hop-by-hop fields.

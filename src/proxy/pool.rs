@@ -98,6 +98,11 @@ impl Pool {
         })
     }
 
+    /// Closes the kept connections (a generation replaced by a reload).
+    pub fn close_idle(&self) {
+        self.idle.borrow_mut().clear();
+    }
+
     /// Keeps a connection whose last exchange ended cleanly.
     pub fn give_back(&self, route: usize, lease: Lease) {
         let mut idle = self.idle.borrow_mut();

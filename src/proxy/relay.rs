@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::http::chunked::Decoder;
+use crate::http::chunked::{Decoder, push_chunk};
 use crate::http::request::BodyKind;
 use crate::limits::PROXY_CHUNK;
 use crate::net::deadline::Deadlines;
@@ -83,27 +83,22 @@ pub async fn request_body(
         }
         BodyKind::Chunked => {
             let mut decoder = Decoder::default();
-            let mut chunk = Vec::new();
+            let (mut data, mut chunk) = (Vec::new(), Vec::new());
             let mut total = 0u64;
             loop {
-                chunk.clear();
-                // Room for the size line in front of the data.
-                chunk.extend_from_slice(&[0; 18]);
+                data.clear();
                 let used = decoder
-                    .feed(input.bytes(), &mut chunk)
+                    .feed(input.bytes(), &mut data)
                     .map_err(|_| BodyError::Malformed)?;
                 input.consume(used);
-                let data = chunk.len() - 18;
-                total += data as u64;
+                total += data.len() as u64;
                 if max.is_some_and(|m| total > m) {
                     return Err(BodyError::TooLarge);
                 }
-                if data > 0 {
-                    let line = format!("{data:x}\r\n");
-                    let start = 18 - line.len();
-                    chunk[start..18].copy_from_slice(line.as_bytes());
-                    chunk.extend_from_slice(b"\r\n");
-                    to.write_all(&chunk[start..], waits.deadlines, waits.backend_until())
+                if !data.is_empty() {
+                    chunk.clear();
+                    push_chunk(&mut chunk, &data);
+                    to.write_all(&chunk, waits.deadlines, waits.backend_until())
                         .await
                         .map_err(|_| BodyError::Backend)?;
                 }
@@ -234,14 +229,8 @@ pub async fn answer_body(
 
 /// Appends body data framed for the client.
 fn frame(out: &mut Vec<u8>, data: &[u8], to_client: ToClient) {
-    if data.is_empty() {
-        return;
-    }
-    if to_client == ToClient::Chunked {
-        out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-        out.extend_from_slice(data);
-        out.extend_from_slice(b"\r\n");
-    } else {
-        out.extend_from_slice(data);
+    match to_client {
+        ToClient::Chunked => push_chunk(out, data),
+        _ => out.extend_from_slice(data),
     }
 }

@@ -107,9 +107,11 @@ impl Worker {
     }
 
     /// Closes what a generation replaced by a reload still holds open once
-    /// its last connection has ended (its memory stays: a few KiB).
+    /// its last connection has ended (its memory stays: a few KiB), kept
+    /// backend connections included.
     pub fn release(&self) {
         self.site.root.close();
+        self.proxy.close_idle();
         *self.access_log.borrow_mut() = AccessLog::Off;
     }
 }
