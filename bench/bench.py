@@ -19,6 +19,11 @@ builds) and round, all on one P-256 certificate made with openssl:
        and wrk -c10 with Connection: close (reconnects, which resume)
   (tb) wrk -t1 -c500 on /linux.jpg over HTTPS, RSS peak
   (tc) 1000 idle TLS keep-alive connections held, RSS sampled
+Reverse proxy, per proxy server (lighttpd's mod_proxy, marmoset's builds) and
+round, one process each, all in front of one bench-backend (bench/backend/:
+a keep-alive HTTP/1.1 responder on a unix socket, built by run.sh):
+  (p)  wrk -t1 -c10 on a small JSON answer under /api/, keep-alive; whether
+       the proxy reused its backend connection; the backend alone over TCP
 Once per marmoset build: user-space instructions per request under callgrind.
 Then writes a markdown report (bench/results.md, or bench/out/results-smoke.md
 with BENCH_SMOKE=1) and prints it.
@@ -29,7 +34,9 @@ BENCH_AGG=median|best (default median), BENCH_SERVERS (default
 MARMOSET_BIN (one build, reported as "marmoset"), MARMOSET_ARGS (extra flags),
 BENCH_TLS_SERVERS (default "nginx lighttpd marmoset-glibc-tls marmoset-musl-tls";
 "marmoset" = every tls build), MARMOSET_TLS_BIN (one tls build, reported as
-"marmoset-tls"), BENCH_PARTS (default "http https"), CARGO_TARGET_DIR,
+"marmoset-tls"), BENCH_PROXY_SERVERS (default "lighttpd marmoset-glibc marmoset-musl"),
+BENCH_BACKEND_BIN (default TARGET/bench-backend/release/bench-backend),
+BENCH_PARTS (default "http https proxy"), CARGO_TARGET_DIR,
 BENCH_RESULTS (report path).
 """
 import datetime
@@ -85,7 +92,12 @@ PEER_NAMES = ("nginx", "lighttpd", "h2o")
 TLS_PEER_NAMES = ("nginx", "lighttpd")
 SERVERS = os.environ.get("BENCH_SERVERS", " ".join(PEER_NAMES + tuple(MARMOSET_BUILDS))).split()
 TLS_SERVERS = os.environ.get("BENCH_TLS_SERVERS", " ".join(TLS_PEER_NAMES + tuple(MARMOSET_TLS_BUILDS))).split()
-PARTS = os.environ.get("BENCH_PARTS", "http https").split()
+PARTS = os.environ.get("BENCH_PARTS", "http https proxy").split()
+PROXY_PEER_NAMES = ("lighttpd",)
+PROXY_SERVERS = os.environ.get("BENCH_PROXY_SERVERS", " ".join(PROXY_PEER_NAMES + tuple(MARMOSET_BUILDS))).split()
+BACKEND_BIN = os.environ.get("BENCH_BACKEND_BIN") or os.path.join(TARGET_DIR, "bench-backend", "release",
+                                                                 "bench-backend")
+PROXY_PATH = "/api/status"   # what every proxy sends to the backend
 PYTHON = sys.executable or "python3"
 
 # test sizes: full run / smoke run
@@ -370,16 +382,22 @@ class Lighttpd(Server):
     def version(self):
         return run(["lighttpd", "-v"]).strip()
 
-    def argv(self, port, workers, tls=None):
+    proxy_changes = ("the HTTP tests' changes, plus `server.modules += (\"mod_proxy\")` and "
+                     "`proxy.server = (\"/api/\" => ((\"host\" => \"SOCKET\")))`, the backend's unix socket")
+
+    def argv(self, port, workers, tls=None, proxy=None):
         with open("/etc/lighttpd/lighttpd.conf") as f:
             conf = f.read()
         user = num(r'^server\.username\s*=\s*"([^"]+)"', conf, str)
-        d = workdir(self.tmp, f"lighttpd-w{workers}" + ("-tls" if tls else ""), user)
+        d = workdir(self.tmp, f"lighttpd-w{workers}" + ("-tls" if tls else "") + ("-proxy" if proxy else ""), user)
         conf = sub1(r"^server\.document-root\s*=.*$", f'server.document-root = "{self.docroot}"', conf, "root")
         conf = sub1(r"^server\.errorlog\s*=.*$", f'server.errorlog = "{d}/error.log"', conf, "errorlog")
         conf = sub1(r"^server\.pid-file\s*=.*$", f'server.pid-file = "{d}/lighttpd.pid"', conf, "pid")
         conf = sub1(r"^server\.port\s*=.*$", f'server.port = {port}\nserver.bind = "127.0.0.1"', conf, "port")
         conf = sub1(r'^include_shell\s+"/usr/share/lighttpd/use-ipv6\.pl.*\n', "", conf, "ipv6")
+        if proxy:
+            conf += (f'\nserver.modules += ( "mod_proxy" )\n'
+                     f'proxy.server = ( "/api/" => ( ( "host" => "{proxy}" ) ) )\n')
         if tls:
             conf += (f'\nserver.modules += ( "mod_openssl" )\nssl.pemfile = "{tls.cert}"\n'
                      f'ssl.privkey = "{tls.key}"\nssl.engine = "enable"\n')
@@ -420,6 +438,7 @@ class H2o(Server):
 class Marmoset(Server):
     changes = "no config file; `--root DOCROOT --listen 127.0.0.1:PORT --workers N`"
     tls_changes = "no config file; the HTTPS listener and the pair as flags"
+    proxy_changes = "a config file with one line, `proxy /api/ unix:SOCKET`, and the HTTP tests' flags"
 
     def __init__(self, tmp, docroot, name, binary):
         super().__init__(tmp, docroot)
@@ -441,8 +460,13 @@ class Marmoset(Server):
         except Exception as e:  # noqa: BLE001 - report, don't die
             return f"? ({e})"
 
-    def argv(self, port, workers, tls=None):
+    def argv(self, port, workers, tls=None, proxy=None):
         extra = shlex.split(os.environ.get("MARMOSET_ARGS", ""))
+        if proxy:
+            conf = os.path.join(workdir(self.tmp, f"{self.name}-proxy"), "marmoset.conf")
+            with open(conf, "w") as f:
+                f.write(f"proxy /api/ unix:{proxy}\n")
+            extra = ["--config", conf] + extra
         if tls:
             return [self.binary, "--root", self.docroot, "--listen", f"127.0.0.1:{port} tls",
                     "--tls-cert", tls.cert, "--tls-key", tls.key, "--workers", str(workers)] + extra
@@ -504,13 +528,18 @@ def make_servers(names, tmp, docroot, builds=None):
 class Running:
     """One started server process (foreground), stopped by its own pid/group."""
 
-    def __init__(self, server, workers, wrap=(), tag="", start_s=20, tls=None):
+    def __init__(self, server, workers, wrap=(), tag="", start_s=20, tls=None, proxy=None):
         """wrap: a command the server runs under (valgrind); tag: for its log's name;
-        tls: a Pair: the server listens for HTTPS with it (and the probes verify it)."""
+        tls: a Pair: the server listens for HTTPS with it (and the probes verify it);
+        proxy: a unix socket: the server sends /api/ there."""
         self.server, self.workers, self.tls = server, workers, tls
         self.port = free_port()
-        self.argv = server.argv(self.port, workers, tls) if tls else server.argv(self.port, workers)
+        if proxy:
+            self.argv = server.argv(self.port, workers, proxy=proxy)
+        else:
+            self.argv = server.argv(self.port, workers, tls) if tls else server.argv(self.port, workers)
         tag += "-tls" if tls else ""
+        tag += "-proxy" if proxy else ""
         cafile = tls.cert if tls else None
         self.logpath = os.path.join(server.tmp, f"{server.name}-w{workers}{tag}.out")
         self.logf = open(self.logpath, "ab")
@@ -1043,6 +1072,118 @@ def tls_pass(server, round_no, pair):
     return r
 
 
+class Backend:
+    """One bench-backend process, on a unix socket (readable by the servers'
+    unprivileged workers) or on 127.0.0.1:PORT."""
+
+    def __init__(self, tmp, where):
+        self.addr = where if where.startswith("/") else None
+        self.port = None if self.addr else free_port()
+        arg = f"unix:{self.addr}" if self.addr else f"127.0.0.1:{self.port}"
+        self.logpath = os.path.join(tmp, "backend-" + ("unix" if self.addr else "tcp") + ".out")
+        self.logf = open(self.logpath, "ab")
+        self.proc = subprocess.Popen([BACKEND_BIN, arg], stdin=subprocess.DEVNULL, stdout=self.logf,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"bench-backend exited with {self.proc.returncode}")
+            try:
+                if self.addr:
+                    with socket.socket(socket.AF_UNIX) as s:
+                        s.connect(self.addr)
+                    os.chmod(self.addr, 0o666)
+                else:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"bench-backend did not listen on {arg} within 10 s") from None
+                time.sleep(0.05)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.addr:
+            try:
+                os.unlink(self.addr)
+            except FileNotFoundError:
+                pass
+        self.logf.close()
+
+
+def proxy_probe(port, n=3):
+    """n GETs of PROXY_PATH on one client connection: (statuses, body lengths,
+    the backend connection each answer came on)."""
+    statuses, lengths, conns = [], [], []
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        f = s.makefile("rb")
+        for _ in range(n):
+            s.sendall(f"GET {PROXY_PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+            status = int(f.readline().split()[1])
+            headers = {}
+            while (line := f.readline()) not in (b"\r\n", b"\n", b""):
+                k, _, v = line.decode("latin-1").partition(":")
+                headers[k.strip().lower()] = v.strip()
+            if "content-length" in headers:
+                body = f.read(int(headers["content-length"]))
+            else:
+                raise RuntimeError(f"GET {PROXY_PATH} through the proxy: no Content-Length ({headers})")
+            statuses.append(status)
+            lengths.append(len(body))
+            conns.append(headers.get("x-backend-connection"))
+    return statuses, lengths, conns
+
+
+def test_proxy_probe(srv):
+    statuses, lengths, conns = proxy_probe(srv.port)
+    if statuses != [200] * len(statuses):
+        raise RuntimeError(f"GET {PROXY_PATH} through the proxy answered {statuses}")
+    if None in conns:
+        raise RuntimeError(f"the backend's X-Backend-Connection did not come through: {conns}")
+    return {"reused": len(set(conns)) == 1, "conns": conns, "body_bytes": lengths[0]}
+
+
+def proxy_pass(server, round_no, sock):
+    """The proxy tests: one process (marmoset --workers 1, lighttpd as shipped)."""
+    r = {}
+    log(f"round {round_no}: {server.name} as a proxy")
+    srv = Running(server, 1, proxy=sock)
+    try:
+        step(r, "probe", test_proxy_probe, srv)
+        step(r, "pwrk", test_wrk, srv, SMALL_C, PROXY_PATH)
+        r["reused"] = r["probe"].get("reused")
+        r["cmd"] = srv.argv
+    finally:
+        srv.stop()
+    return r
+
+
+def backend_alone(tmp):
+    """wrk straight at a second bench-backend, on TCP: what the backend gives without a proxy."""
+    b = Backend(tmp, "tcp")
+    try:
+        out, cpu, _ = measure(b, wrk_cmd(b.port, SMALL_C, PROXY_PATH))
+    finally:
+        b.stop()
+    m = re.search(r"^BENCHJSON (\{.*\})$", out, re.M)
+    if not m:
+        return {"error": "wrk gave no result: " + out.strip()[-300:]}
+    w = json.loads(m.group(1))
+    return cpu_figures({"rps": w["requests"] / (w["duration_us"] / 1e6), "requests": w["requests"]},
+                       w["requests"], cpu)
+
+
 # ---------------------------------------------------------------- report
 
 # Goals of the targets section: system calls per request on one worker, the
@@ -1469,8 +1610,53 @@ def tls_section(tls, tnames, tservers):
     return L
 
 
-def report(results, names, env, servers, cg, tls=None, tservers=()):
+def proxy_section(proxy, pnames, pservers):
+    """The proxy table: proxy holds each proxy server's rounds like results."""
+    L = ["## Reverse proxy: lighttpd (mod_proxy) against marmoset's proxy", ""]
+    if not pnames:
+        return L + ["Not measured: no proxy server ran."]
+    alone = [r["alone"] for r in proxy.get("backend", []) if "rps" in r.get("alone", {})]
+    changes = {s.name: s.proxy_changes for s in pservers}
+    L.append(f"`wrk -t1 -c{SMALL_C} -d{DUR}s --latency http://…{PROXY_PATH}`: keep-alive clients, each request "
+             "sent on by the server to one backend, `bench-backend` (bench/backend/, built by bench/run.sh: "
+             "a Rust keep-alive HTTP/1.1 responder, one thread per connection) on a unix socket, answering "
+             f"every request with the same {proxy_body_bytes(proxy, pnames)}-byte JSON body. One process per "
+             "server (lighttpd as shipped, marmoset `--workers 1`). CPU is the server's processes' alone, "
+             "not the backend's. \"backend connection kept\" is whether three requests on one client "
+             "connection came to the backend on one connection (a pool) or on one each.")
+    if alone:
+        rps = aggregate([a["rps"] for a in alone], True)
+        L.append("")
+        L.append(f"The backend alone, the same wrk straight at it over TCP: {rps:,.0f} requests/s.")
+    for name in ("lighttpd", "marmoset"):
+        c = next((v for k, v in changes.items() if k.startswith(name)), None)
+        if c:
+            L.append(f"- {name}: {c}")
+    L.append("")
+    L.append(table(proxy, pnames, "pwrk", [
+        (None, "rps", "requests/s", True, fmt_int, True, "agg"),
+        (None, "failed", "errors", False, fmt_int, False, "sum"),
+        (None, "p99_ms", "p99 ms", False, fmt_2, True, "agg"),
+        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
+        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
+        (".", "reused", "backend connection kept", True, lambda v: "yes" if v else "no", False, "min"),
+    ]))
+    errs = [f"- {name} round {i}: probe: {r['probe']['error']}"
+            for name in pnames for i, r in enumerate(proxy.get(name, []), 1) if "error" in r.get("probe", {})]
+    if errs:
+        L += [""] + errs
+    return L
+
+
+def proxy_body_bytes(proxy, pnames):
+    return next((r["probe"]["body_bytes"] for n in pnames for r in proxy.get(n, [])
+                 if "body_bytes" in r.get("probe", {})), "?")
+
+
+def report(results, names, env, servers, cg, tls=None, tservers=(), proxy=None, pservers=()):
     tls = tls or {}
+    proxy = proxy or {}
+    pnames = [p.name for p in pservers]
     tnames = [t.name for t in tservers]
     agg_word = ("median over rounds" if AGG != "best"
                 else "best over rounds (highest rate, lowest latency/RSS/CPU)")
@@ -1616,6 +1802,9 @@ def report(results, names, env, servers, cg, tls=None, tservers=()):
     L.append("")
     L.extend(tls_section(tls, tnames, tservers))
     L.append("")
+    if "proxy" in PARTS:
+        L.extend(proxy_section(proxy, pnames, pservers))
+        L.append("")
     L.append("## User-space instructions per request (callgrind)")
     L.append("")
     L.append(f"Each marmoset build with `--workers 1` under `{' '.join(CALLGRIND)}`, started once "
@@ -1729,6 +1918,22 @@ def main():
         if tservers and all(is_marmoset(s.name) for s in tservers):
             note("no HTTPS peer is in the run: no HTTPS ratios")
 
+    pservers = []
+    if "proxy" in PARTS:
+        if not os.access(BACKEND_BIN, os.X_OK):
+            why = os.environ.get("BENCH_BACKEND_UNAVAILABLE") or f"no {BACKEND_BIN}"
+            note(f"proxy tests not run: the backend is missing ({why})")
+        else:
+            for s in make_servers(PROXY_SERVERS, tmp, docroot):
+                if not s.available():
+                    note(f"{s.name} as a proxy not available ({s.binary}); skipped")
+                elif not hasattr(s, "proxy_changes"):
+                    note(f"{s.name} is not one of the proxy servers; skipped")
+                else:
+                    pservers.append(s)
+            if pservers and all(is_marmoset(s.name) for s in pservers):
+                note("no proxy peer is in the run: no proxy ratios")
+
     global PERF_WHY, CALLGRIND_WHY
     PERF_WHY = perf_unavailable()
     if PERF_WHY:
@@ -1737,10 +1942,17 @@ def main():
     if CALLGRIND_WHY:
         note(f"instructions not counted: {CALLGRIND_WHY}")
 
-    env = env_info(servers + [t for t in tservers if t.name not in {s.name for s in servers}], tmp)
+    listed = []
+    for s in servers + tservers + pservers:
+        if s.name not in {x.name for x in listed}:
+            listed.append(s)
+    env = env_info(listed, tmp)
     results = {s.name: [] for s in servers}
     tls = {s.name: [] for s in tservers}
     tbroken = set()
+    proxy = {s.name: [] for s in pservers}
+    pbroken = set()
+    backend = None
     cg = {}   # marmoset build -> callgrind figures
     broken = set()
 
@@ -1767,25 +1979,45 @@ def main():
                 except RuntimeError as e:
                     note(f"round {rnd}: {s.name} over HTTPS: {e}")
                     tbroken.add(s.name)
+            if pservers:
+                try:
+                    backend = backend or Backend(tmp, os.path.join(tmp, "backend.sock"))
+                    r = {}
+                    step(r, "alone", backend_alone, tmp)
+                    proxy.setdefault("backend", []).append(r)
+                except RuntimeError as e:
+                    note(f"round {rnd}: bench-backend: {e}")
+                    pbroken |= {s.name for s in pservers}
+            for s in (pservers if rnd % 2 else list(reversed(pservers))):
+                if s.name in pbroken:
+                    continue
+                try:
+                    proxy[s.name].append(proxy_pass(s, rnd, backend.addr))
+                except RuntimeError as e:
+                    note(f"round {rnd}: {s.name} as a proxy: {e}")
+                    pbroken.add(s.name)
         # Once, not per round: the instruction count does not depend on the machine's load.
         for s in servers:
             if is_marmoset(s.name) and s.name not in broken and not CALLGRIND_WHY:
                 log(f"callgrind: {s.name}")
                 step(cg, s.name, test_callgrind, s)
     finally:
+        if backend:
+            backend.stop()
         keep = os.path.join(OUT, "last-run")   # configs and server logs, for a look afterwards
         shutil.rmtree(keep, ignore_errors=True)
-        shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("www", "key.pem"))
+        shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("www", "key.pem", "*.sock"))
         shutil.rmtree(tmp, ignore_errors=True)
 
     names = [s.name for s in servers]
-    text = report(results, names, env, servers, cg, tls, tservers)
+    text = report(results, names, env, servers, cg, tls, tservers, proxy, pservers)
     path = os.environ.get("BENCH_RESULTS") or (os.path.join(OUT, "results-smoke.md") if SMOKE
                                                 else os.path.join(HERE, "results.md"))
     with open(path, "w") as f:
         f.write(text)
     with open(os.path.join(OUT, "raw-smoke.json" if SMOKE else "raw.json"), "w") as f:
-        json.dump({"env": env, "results": results, "https": tls, "callgrind": cg, "notes": NOTES}, f, indent=1)
+        json.dump({"env": env, "results": results, "https": tls, "proxy": proxy, "callgrind": cg,
+                   "notes": NOTES}, f, indent=1)
     print(text)
     log(f"report written to {path}")
     # Non-zero exit when the harness itself broke (a server did not start, a tool
@@ -1802,7 +2034,10 @@ def main():
                for i, r in enumerate(rs, 1) for k, t in r.items() if isinstance(t, dict) and "error" in t]
     if any(siege_hang in n for n in NOTES):
         log("note: siege hung (a known siege 4.0.7 bug); its rows show no result")
+    errors += [f"{name} as a proxy round {i}: {k}: {t['error']}" for name, rs in proxy.items()
+               for i, r in enumerate(rs, 1) for k, t in r.items() if isinstance(t, dict) and "error" in t]
     broken |= {f"{name} over HTTPS" for name in tbroken}
+    broken |= {f"{name} as a proxy" for name in pbroken}
     if broken or errors:
         log("FAILED: " + "; ".join(sorted(broken) + errors))
         sys.exit(1)

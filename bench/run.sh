@@ -7,9 +7,11 @@
 #
 #   bench/run.sh                  full run (ROUNDS=2), writes bench/results.md
 #   BENCH_SMOKE=1 bench/run.sh    2-second tests, writes bench/out/results-smoke.md
+#   BENCH_PARTS=proxy bench/run.sh  only the reverse-proxy tests (any of "http https proxy")
 #
 # Environment: ROUNDS, BENCH_SMOKE, BENCH_AGG=median|best, BENCH_SERVERS,
-# BENCH_TLS_SERVERS, BENCH_PARTS ("http https"), CARGO_TARGET_DIR (default
+# BENCH_TLS_SERVERS, BENCH_PROXY_SERVERS, BENCH_PARTS ("http https proxy"),
+# BENCH_BACKEND_BIN (the proxy tests' backend), CARGO_TARGET_DIR (default
 # target/), MARMOSET_BIN (skip the builds, the firmware ones for the size table
 # included, and run only this binary; MARMOSET_TLS_BIN for a tls build),
 # MARMOSET_ARGS (extra marmoset flags), BENCH_NO_INSTALL=1.
@@ -74,8 +76,11 @@ if [ -z "${MARMOSET_BIN:-}" ]; then
         rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl >&2
         # ring's C for the musl target: the host's cc (cc-rs would look for x86_64-linux-musl-gcc).
         export CC_x86_64_unknown_linux_musl=${CC_x86_64_unknown_linux_musl:-cc}
-        say "cargo build --release --locked --features tls, for the host and for x86_64-unknown-linux-musl"
-        for t in host x86_64-unknown-linux-musl; do
+        tls_targets=()   # the tls builds only for a run with the HTTPS tests
+        [[ " ${BENCH_PARTS:-http https proxy} " == *" https "* ]] && tls_targets=(host x86_64-unknown-linux-musl)
+        [ "${#tls_targets[@]}" = 0 ] ||
+            say "cargo build --release --locked --features tls, for the host and for x86_64-unknown-linux-musl"
+        for t in "${tls_targets[@]}"; do
             if [ "$t" = host ]; then args=() dir=$target_dir/release name=GLIBC
             else args=(--target "$t") dir=$target_dir/$t/release name=MUSL; fi
             rm -f "$dir/marmoset-tls"
@@ -99,6 +104,25 @@ if [ -z "${MARMOSET_BIN:-}" ]; then
     else
         say "no cargo: benchmarking the peers only"
         export BENCH_MARMOSET_UNAVAILABLE="no cargo to build it"
+    fi
+fi
+
+# ---- the proxy tests' backend ----------------------------------------------------
+# bench/backend/, a crate of its own (no dependencies), built beside marmoset's target dir.
+if [ -z "${BENCH_BACKEND_BIN:-}" ] && [[ " ${BENCH_PARTS:-http https proxy} " == *" proxy "* ]]; then
+    if command -v cargo >/dev/null; then
+        backend_dir=${CARGO_TARGET_DIR:-target}
+        case "$backend_dir" in /*) ;; *) backend_dir=$repo/$backend_dir ;; esac
+        backend_dir=$backend_dir/bench-backend
+        say "cargo build --release --locked --manifest-path bench/backend/Cargo.toml --target-dir $backend_dir"
+        rm -f "$backend_dir/release/bench-backend"
+        if ! (cd "$repo" && cargo build --release --locked --manifest-path bench/backend/Cargo.toml \
+            --target-dir "$backend_dir" >&2); then
+            say "bench-backend build FAILED: no proxy tests"
+            export BENCH_BACKEND_UNAVAILABLE="cargo build of bench/backend failed"
+        fi
+    else
+        export BENCH_BACKEND_UNAVAILABLE="no cargo to build it"
     fi
 fi
 
