@@ -89,7 +89,7 @@
     document.body.classList.remove('stale');
   }
 
-  function note(id, msg) {
+  function tell(id, msg) {
     var el = $(id);
     if (msg === '') { el.hidden = true; el.textContent = ''; return; }
     if (el.hidden || el.textContent !== msg) { el.textContent = msg; el.hidden = false; }
@@ -142,7 +142,7 @@
 
   function fallBack() {
     closeStream();
-    note('backend', NO_BACKEND + ': live values come from the CGI status script, every ' + POLL_MS / 1000 +
+    tell('backend', NO_BACKEND + ': live values come from the CGI status script, every ' + POLL_MS / 1000 +
       ' s. Start it with: python3 board/demo/backend.py');
     set('source', 'Polling cgi-bin/status every ' + POLL_MS / 1000 + ' seconds.');
     if (!polling) { polling = true; poll(); }
@@ -172,7 +172,7 @@
       watch();
       if (polling) { polling = false; clearTimeout(timer); }
       clearTimeout(retry);
-      note('backend', '');
+      tell('backend', '');
       set('updated', 'Updated ' + lastOk + ' (event ' + st.counter + ')');
       set('source', 'Live status pushed by the device backend every second.');
     };
@@ -233,14 +233,14 @@
       ev.preventDefault();
       var doc = {};
       for (var k in FIELDS) doc[k] = $(FIELDS[k]).value;
-      note('saved', '');
+      tell('saved', '');
       clearError();
       $('fields').disabled = true;
       request('POST', '/api/settings', JSON.stringify(doc), function (status, got) {
         $('fields').disabled = false;
         if (status !== 200 || !got) { showError('Not saved: ' + backendProblem(status, got)); return; }
         fill(got);
-        note('saved', 'Saved at ' + new Date().toLocaleTimeString() + '.');
+        tell('saved', 'Saved at ' + new Date().toLocaleTimeString() + '.');
       });
     });
   }

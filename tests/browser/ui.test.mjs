@@ -199,8 +199,8 @@ try {
     if (await page.locator('#backend').isVisible()) problem(`the page says "${await page.locator('#backend').textContent()}" with the backend running`);
     if (cgiPolls) problem(`the page asked cgi-bin/status ${cgiPolls} time(s) while the backend pushed the status`);
   } else {
-    const note = page.locator('#backend', { hasText: 'Device backend not running' });
-    if (!(await note.isVisible())) problem('the status page does not say that the device backend is not running');
+    const absent = page.locator('#backend', { hasText: 'Device backend not running' });
+    if (!(await absent.isVisible())) problem('the status page does not say that the device backend is not running');
     if (!/cgi-bin\/status/.test(await source())) problem(`the footer says "${await source()}", not the CGI fallback`);
   }
   await page.screenshot({ path: path.join(outDir, SHOT), fullPage: true });
