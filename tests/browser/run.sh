@@ -264,6 +264,35 @@ until curl -s -o /dev/null --max-time 2 --unix-socket "$backend_sock" http://bac
   [ "$(date +%s)" -lt "$end" ] || fail "'$backend_cmd' did not answer on $backend_sock within ${START_DEADLINE}s"
   sleep 0.1
 done
+# What the backend answers to curl, on its socket and through the proxy: refused settings,
+# bodies past the limits, a chunked upload hashed as sha256sum hashes it.
+expect_code() { # WANT WHAT CURL-ARGS...: curl's status code must be WANT
+  want=$1 what=$2
+  shift 2
+  got=$(curl -s -o "$tmp/answer" -w '%{http_code}' --max-time 20 "$@")
+  [ "$got" = "$want" ] || fail "$what answered $got, expected $want: $(head -c 200 "$tmp/answer")"
+}
+direct="--unix-socket $backend_sock"
+# shellcheck disable=SC2086 # $direct is two words
+expect_code 400 "POST /api/settings with bad JSON (on the socket)" $direct -H 'Content-Type: application/json' \
+  --data-binary '{"hostname":' http://backend/api/settings
+grep -q '"error":"bad JSON' "$tmp/answer" || fail "bad JSON answered without its reason: $(cat "$tmp/answer")"
+# shellcheck disable=SC2086
+expect_code 400 "POST /api/settings with a bad host name (on the socket)" $direct -d 'hostname=-x-' http://backend/api/settings
+# shellcheck disable=SC2086
+expect_code 415 "POST /api/settings as text/plain (on the socket)" $direct -H 'Content-Type: text/plain' -d x http://backend/api/settings
+# shellcheck disable=SC2086
+expect_code 413 "POST /api/firmware of 300000000 bytes (on the socket)" $direct -H 'Content-Length: 300000000' \
+  -H 'Content-Type: application/octet-stream' -X POST http://backend/api/firmware
+expect_code 413 "POST /api/firmware of 300000000 bytes (through the proxy)" -u "$demo_user:$demo_pass" \
+  -H 'Content-Length: 300000000' -X POST "$url/api/firmware"
+head -c 3000000 /dev/urandom > "$tmp/image.bin" || fail "cannot make a test image"
+want_sha=$(sha256sum < "$tmp/image.bin" | cut -d' ' -f1)
+expect_code 200 "a chunked POST /api/firmware (through the proxy)" -u "$demo_user:$demo_pass" \
+  -H 'Transfer-Encoding: chunked' -H 'Content-Type: application/octet-stream' -T "$tmp/image.bin" -X POST "$url/api/firmware"
+grep -qF "{\"size\":3000000,\"sha256\":\"$want_sha\"}" "$tmp/answer" ||
+  fail "a chunked upload of 3000000 bytes (SHA-256 $want_sha) was answered $(cat "$tmp/answer")"
+echo "backend: 400 for bad settings, 415, 413 past 256 MiB (on its socket and through the proxy), a chunked upload hashed right" >&2
 # The host name the backend's status starts with (its settings).
 backend_host=$(curl -s --max-time 5 -u "$demo_user:$demo_pass" "$url/api/settings" |
   sed -n 's/.*"hostname":"\([^"]*\)".*/\1/p')
