@@ -15,7 +15,9 @@
 #     backend's 502s (ui.test.mjs); the settings and firmware pages with the README's demo user.
 #     Then the README's backend command (python3 board/demo/backend.py) beside it, on the
 #     socket of the config's `proxy` line: status pushed by Server-Sent Events, settings saved
-#     through Basic auth, a 5 MiB upload whose size and SHA-256 the page shows; no failure at all.
+#     through Basic auth, a 5 MiB upload whose size and SHA-256 the page shows; no failure at all
+#     until the test stops the backend under the open page, which must then fall back to the CGI.
+#     Before that, curl checks the backend's errors on its socket and through the proxy.
 #     Fails at once if something already listens on that port or socket.
 #  4. HTTPS: the TLS build (cargo build --release --locked --features tls; MARMOSET_TLS_BIN
 #     overrides) on the bundled UI (--root rootfs-overlay/www) with a config file holding a plain
@@ -300,7 +302,7 @@ backend_host=$(curl -s --max-time 5 -u "$demo_user:$demo_pass" "$url/api/setting
 echo "'$backend_cmd' answering on $backend_sock; through $url/api/ its host name is $backend_host" >&2
 ui "$url" -backend "README.md's first command with its backend ($backend_cmd)" \
   BACKEND=present LIVE_HOSTNAME="$backend_host" LIVE_KERNEL="$live_kernel" LIVE_FIRMWARE="$live_firmware" \
-  AUTH_USER="$demo_user" AUTH_PASS="$demo_pass"
+  AUTH_USER="$demo_user" AUTH_PASS="$demo_pass" BACKEND_PID="$bpid" CGI_HOSTNAME="$live_hostname"
 stop_group "$bpid" || fail "'$backend_cmd' (process group $bpid) did not stop"
 bpid=''
 [ ! -e "$backend_sock" ] || fail "'$backend_cmd' left $backend_sock behind"

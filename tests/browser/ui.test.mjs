@@ -26,6 +26,9 @@
 //                 /api/ paths (given to Chromium as httpCredentials); without them no credentials
 //                 are sent. With them, those paths must answer 401 to a client without credentials
 //   UPLOAD_BYTES  size of the uploaded file (default 5 MiB + 321 bytes)
+//   BACKEND_PID   (with BACKEND=present) the backend's process: at the end it gets SIGTERM while
+//                 the status page is open, which must then say so and show the CGI's values
+//                 (hostname CGI_HOSTNAME); the stream's failures are expected from then on
 import { chromium, request } from 'playwright-core';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -97,7 +100,7 @@ const context = await chromium.launchPersistentContext(profile, {
   ...(AUTH ? { httpCredentials: AUTH } : {}),
 });
 
-let phase = 'load';        // 'load' | 'outage' | 'bad-settings' | 'leave' | 'done'
+let phase = 'load';        // 'load' | 'outage' | 'bad-settings' | 'leave' | 'stopped' | 'done'
 const assets = [];         // { url, request, response } of the CSS and JS files
 const pathOf = (url) => { try { return new URL(url).pathname; } catch { return ''; } };
 const isStatus = (url) => pathOf(url) === '/cgi-bin/status';
@@ -109,6 +112,7 @@ const backendMiss = (url, status) => !BACKEND && BACKEND_PATHS.includes(pathOf(u
 // During the simulated outage the 404s of the status endpoint are the point of the test, and
 // so is the 400 of the refused settings.
 const expected = (url, status) => (phase === 'outage' && isStatus(url)) || backendMiss(url, status) ||
+  (phase === 'stopped' && BACKEND_PATHS.includes(pathOf(url)) && [404, 502].includes(status)) ||
   (phase === 'bad-settings' && pathOf(url) === '/api/settings' && status === 400);
 // Chromium's console line for an answer >= 400: "Failed to load resource: the server responded
 // with a status of 502 (Bad Gateway)", located at the resource's URL.
@@ -121,7 +125,9 @@ try {
   page.on('console', (msg) => {
     if (phase === 'done' || msg.type() !== 'error') return;
     const where = msg.location().url || '';
-    if (!expected(where, phase === 'outage' ? 404 : consoleStatus(msg.text()))) problem(`console error: ${msg.text()}${where ? ` (${where})` : ''}`);
+    // A stream cut by the backend's stop ends without its last chunk (net::ERR_INCOMPLETE_CHUNKED_ENCODING).
+    const cut = phase === 'stopped' && pathOf(where) === '/api/status/stream' && /^Failed to load resource: net::/.test(msg.text());
+    if (!cut && !expected(where, phase === 'outage' ? 404 : consoleStatus(msg.text()))) problem(`console error: ${msg.text()}${where ? ` (${where})` : ''}`);
   });
   page.on('pageerror', (err) => { if (phase !== 'done') problem(`page error: ${err.message}`); });
   page.on('requestfailed', async (req) => {
@@ -130,6 +136,7 @@ try {
     // Leaving the status page cancels its event stream: that one abort is expected.
     if (phase === 'leave' && pathOf(req.url()) === '/api/status/stream' && aborted) return;
     if (phase === 'outage' && isStatus(req.url())) return;
+    if (phase === 'stopped' && pathOf(req.url()) === '/api/status/stream') return; // cut by the stop
     // An event stream refused with 404 or 502 is then cancelled by Chromium (its body unread).
     if (aborted && backendMiss(req.url(), (await req.response().catch(() => null))?.status())) return;
     problem(`request failed: ${req.url()} (${req.failure()?.errorText})`);
@@ -247,6 +254,7 @@ try {
         problem(`the status page does not show the saved host name "${host}" within ${STEP_MS / 1000} s`);
       }
     }
+    if (process.env.BACKEND_PID) await backendStops(page);
   } else {
     for (const name of ['settings', 'firmware']) {
       await go(page, `/${name}.html`);
@@ -289,6 +297,23 @@ async function outage(page, rendered) {
     }
   } else {
     info('recovery after the outage not checked: the status endpoint never worked');
+  }
+}
+
+// The backend stops under an open status page: the page says so and falls back to the CGI.
+async function backendStops(page) {
+  phase = 'stopped';
+  process.kill(Number(process.env.BACKEND_PID), 'SIGTERM');
+  try {
+    await page.locator('#backend', { hasText: 'Device backend not running' }).waitFor();
+    await page.locator('#source', { hasText: 'cgi-bin/status' }).waitFor();
+    if (process.env.CGI_HOSTNAME) await page.locator('#hostname', { hasText: process.env.CGI_HOSTNAME }).waitFor();
+    info(`backend stopped: the page says "${await page.locator('#backend').textContent()}"; ` +
+      `host name "${await page.locator('#hostname').textContent()}" from the CGI`);
+    await page.screenshot({ path: path.join(outDir, `ui${TAG}-stopped.png`), fullPage: true });
+  } catch {
+    problem(`after the backend stopped the page did not fall back to the CGI within ${STEP_MS / 1000} s: ` +
+      `"${await page.locator('#backend').textContent()}", "${await page.locator('#source').textContent()}"`);
   }
 }
 
