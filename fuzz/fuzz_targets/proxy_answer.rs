@@ -6,7 +6,12 @@
 use libfuzzer_sys::fuzz_target;
 use marmoset::proxy::answer::{self, Framing};
 
-const DROPPED: [&[u8]; 4] = [b"connection", b"content-length", b"transfer-encoding", b"keep-alive"];
+const DROPPED: [&[u8]; 4] = [
+    b"connection",
+    b"content-length",
+    b"transfer-encoding",
+    b"keep-alive",
+];
 
 fuzz_target!(|data: &[u8]| {
     let Some((&flags, head)) = data.split_first() else {
@@ -17,17 +22,30 @@ fuzz_target!(|data: &[u8]| {
     };
     assert!(h.head_len <= head.len());
     assert!(!(h.framing == Framing::Chunked && h.length.is_some()));
-    assert!(!h.status_text.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0));
+    assert!(
+        !h.status_text
+            .bytes()
+            .any(|b| b == b'\r' || b == b'\n' || b == 0)
+    );
     let mut rest = &h.fields[..];
     while !rest.is_empty() {
         assert!(rest.starts_with(b"\r\n"), "{rest:?}");
         rest = &rest[2..];
-        let end = rest.windows(2).position(|w| w == b"\r\n").unwrap_or(rest.len());
+        let end = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .unwrap_or(rest.len());
         let line = &rest[..end];
-        assert!(!line.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0), "{line:?}");
+        assert!(
+            !line.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0),
+            "{line:?}"
+        );
         let colon = line.windows(2).position(|w| w == b": ");
         let name = &line[..colon.expect("a name and a value")];
-        assert!(!DROPPED.iter().any(|d| name.eq_ignore_ascii_case(d)), "{line:?}");
+        assert!(
+            !DROPPED.iter().any(|d| name.eq_ignore_ascii_case(d)),
+            "{line:?}"
+        );
         rest = &rest[end..];
     }
 });
