@@ -1011,3 +1011,35 @@ fn a_tunnel_holds_its_connection_slot_and_is_never_reclaimed_as_idle() {
     );
     ws_client(&url, &body, &server);
 }
+
+#[test]
+fn a_backend_named_by_host_name_is_an_error_at_its_line() {
+    let dir = TempDir::new("conf");
+    let run = |conf: &str| {
+        let path = dir.write("m.conf", conf);
+        let out = command()
+            .arg("--config")
+            .arg(&path)
+            .arg("--check-config")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) =
+        run("root /tmp\nproxy /api/ unix:/run/api.sock\nproxy /b/ http://backend.lan:8080\n");
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("m.conf:3: proxy: `http://backend.lan:8080`"),
+        "{err}"
+    );
+    let (code, err) = run(
+        "proxy /api/ http://localhost:8080\nproxy /b/ http://[::1]:81\nproxy-timeout 5\nproxy-max 8\nproxy-max-body 1048576\n",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let (code, err) = run("proxy-max-body lots\n");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("m.conf:1: proxy-max-body:"), "{err}");
+}
