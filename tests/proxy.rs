@@ -1043,3 +1043,63 @@ fn a_backend_named_by_host_name_is_an_error_at_its_line() {
     assert_eq!(code, Some(2));
     assert!(err.contains("m.conf:1: proxy-max-body:"), "{err}");
 }
+
+#[test]
+fn a_backend_may_answer_while_the_body_still_comes() {
+    // It answers at once, then echoes each piece of the body as it reads it.
+    let dir = TempDir::new("duplex");
+    let path = dir.path().join("d.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut w = s;
+        let mut line = String::new();
+        while line != "\r\n" {
+            line.clear();
+            r.read_line(&mut line).unwrap();
+        }
+        w.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .unwrap();
+        let mut left = 10;
+        while left > 0 {
+            let mut piece = [0u8; 5];
+            let n = r.read(&mut piece[..left.min(5)]).unwrap();
+            assert!(n > 0);
+            left -= n;
+            w.write_all(format!("{n:x}\r\n").as_bytes()).unwrap();
+            w.write_all(&piece[..n]).unwrap();
+            w.write_all(b"\r\n").unwrap();
+        }
+        w.write_all(b"0\r\n\r\n").unwrap();
+    });
+    let route = format!("/api/ unix:{}", path.display());
+    let server = Server::start(&["--proxy", &route]);
+    let mut c = BufReader::new(server.connect());
+    c.get_mut()
+        .write_all(b"POST /api/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n")
+        .unwrap();
+    let mut head = String::new();
+    while !head.ends_with("\r\n\r\n") {
+        assert!(c.read_line(&mut head).unwrap() > 0, "{head}");
+    }
+    assert!(
+        head.starts_with("HTTP/1.1 200") && head.contains("Connection: close"),
+        "{head}"
+    );
+    let mut echoed = Vec::new();
+    for piece in [b"hello", b"world"] {
+        c.get_mut().write_all(piece).unwrap();
+        let mut got = 0;
+        while got < 5 {
+            let mut size = String::new();
+            c.read_line(&mut size).unwrap();
+            let n = usize::from_str_radix(size.trim(), 16).unwrap();
+            let mut data = vec![0; n + 2];
+            c.read_exact(&mut data).unwrap();
+            echoed.extend_from_slice(&data[..n]);
+            got += n;
+        }
+    }
+    assert_eq!(echoed, b"helloworld");
+}
