@@ -63,17 +63,9 @@ impl Backend {
     ) -> Backend {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = format!("http://{}", l.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let closed = Arc::new(Mutex::new(Vec::new()));
-        let h: Arc<Handler> = Arc::new(handler);
-        let (s, c) = (seen.clone(), closed.clone());
-        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s, c));
-        Backend {
-            address,
-            seen,
-            closed,
-            _dir: None,
-        }
+        Backend::serve(address, None, handler, move || {
+            l.accept().ok().map(|(s, _)| s)
+        })
     }
 
     pub fn unix(
@@ -82,16 +74,29 @@ impl Backend {
         let dir = TempDir::new("backend");
         let path = dir.path().join("b.sock");
         let l = UnixListener::bind(&path).unwrap();
+        let address = format!("unix:{}", path.display());
+        Backend::serve(address, Some(dir), handler, move || {
+            l.accept().ok().map(|(s, _)| s)
+        })
+    }
+
+    /// Accepts on a thread of its own, one more thread per connection.
+    fn serve<S: Duplex + 'static>(
+        address: String,
+        dir: Option<TempDir>,
+        handler: impl Fn(&Seen, &mut dyn Duplex) -> bool + Send + Sync + 'static,
+        next: impl FnMut() -> Option<S> + Send + 'static,
+    ) -> Backend {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let closed = Arc::new(Mutex::new(Vec::new()));
         let h: Arc<Handler> = Arc::new(handler);
         let (s, c) = (seen.clone(), closed.clone());
-        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s, c));
+        std::thread::spawn(move || accept(std::iter::from_fn(next), h, s, c));
         Backend {
-            address: format!("unix:{}", path.display()),
+            address,
             seen,
             closed,
-            _dir: Some(dir),
+            _dir: dir,
         }
     }
 
