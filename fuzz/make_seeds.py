@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes fuzz/seeds/<target>/: requests, paths, header values, config lines
-and script output taken from the repo's tests (tests/*.rs and the unit tests
+script output and backend answers taken from the repo's tests (tests/*.rs and the unit tests
 in src/), plus a few framing cases. Run from anywhere; it rewrites seeds/
 but keeps the `regress-*` files: inputs that once found a bug."""
 
@@ -129,6 +129,8 @@ def main():
     chunked = [struct.pack("<H", i * 3) + b for i, b in enumerate(chunked_bodies)]
     chunked += [struct.pack("<H", n) + b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n" for n in (0, 1, 4, 7, 12, 20)]
 
+    answers = [bytes([i % 4]) + s for i, s in enumerate(lits) if s.startswith(b"HTTP/1.")]
+
     counts = {
         "request_head": write("request_head", requests),
         "path": write("path", paths),
@@ -137,6 +139,7 @@ def main():
         "config": write("config", config),
         "cgi_output": write("cgi_output", cgi),
         "chunked": write("chunked", chunked),
+        "proxy_answer": write("proxy_answer", answers),
     }
     for target, n in counts.items():
         print(f"{target}: {n} seeds")

@@ -35,7 +35,7 @@ mod net;
 mod no_unwind;
 mod policy;
 pub mod process;
-mod proxy;
+pub mod proxy;
 mod server;
 mod sys;
 #[cfg(feature = "tls")]

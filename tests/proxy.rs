@@ -1,196 +1,19 @@
-//! The reverse proxy against real backends: a small HTTP/1.1 server in
-//! this test's threads (on a unix socket and on 127.0.0.1) that records
-//! what it receives and on which connection, and Python's `websockets`
-//! for the WebSocket tunnel.
+//! The reverse proxy against real backends: `common::backend`, a small
+//! HTTP/1.1 server in this test's threads (on a unix socket and on
+//! 127.0.0.1) that records what it receives and on which connection, and
+//! Python's `websockets` for the WebSocket tunnel.
 
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::backend::*;
 use common::*;
-
-trait Duplex: Read + Write + Send {
-    fn close_write(&self);
-}
-impl Duplex for TcpStream {
-    fn close_write(&self) {
-        let _ = self.shutdown(Shutdown::Write);
-    }
-}
-impl Duplex for UnixStream {
-    fn close_write(&self) {
-        let _ = self.shutdown(Shutdown::Write);
-    }
-}
-
-/// One request as the backend received it.
-#[derive(Debug, Clone)]
-struct Seen {
-    conn: usize,
-    head: String,
-    body: Vec<u8>,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Vec<String> {
-        self.head
-            .split("\r\n")
-            .skip(1)
-            .filter_map(|l| l.split_once(':'))
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.trim().to_string())
-            .collect()
-    }
-}
-
-/// Answers a request on the connection; false closes it.
-type Handler = dyn Fn(&Seen, &mut dyn Duplex) -> bool + Send + Sync;
-
-struct Backend {
-    /// As the config names it.
-    address: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    /// Connections that Marmoset closed (end of stream between requests).
-    closed: Arc<Mutex<Vec<usize>>>,
-    _dir: Option<TempDir>,
-}
-
-impl Backend {
-    fn tcp(handler: impl Fn(&Seen, &mut dyn Duplex) -> bool + Send + Sync + 'static) -> Backend {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = format!("http://{}", l.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let closed = Arc::new(Mutex::new(Vec::new()));
-        let h: Arc<Handler> = Arc::new(handler);
-        let (s, c) = (seen.clone(), closed.clone());
-        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s, c));
-        Backend {
-            address,
-            seen,
-            closed,
-            _dir: None,
-        }
-    }
-
-    fn unix(handler: impl Fn(&Seen, &mut dyn Duplex) -> bool + Send + Sync + 'static) -> Backend {
-        let dir = TempDir::new("backend");
-        let path = dir.path().join("b.sock");
-        let l = UnixListener::bind(&path).unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let closed = Arc::new(Mutex::new(Vec::new()));
-        let h: Arc<Handler> = Arc::new(handler);
-        let (s, c) = (seen.clone(), closed.clone());
-        std::thread::spawn(move || accept(l.incoming().map_while(Result::ok), h, s, c));
-        Backend {
-            address: format!("unix:{}", path.display()),
-            seen,
-            closed,
-            _dir: Some(dir),
-        }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    /// A server proxying `/api/` here, with more flags.
-    fn server(&self, more: &[&str]) -> Server {
-        let route = format!("/api/ {}", self.address);
-        let mut args = vec!["--proxy", route.as_str()];
-        args.extend_from_slice(more);
-        Server::start(&args)
-    }
-}
-
-fn accept<S: Duplex + 'static>(
-    incoming: impl Iterator<Item = S>,
-    handler: Arc<Handler>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    closed: Arc<Mutex<Vec<usize>>>,
-) {
-    let conns = Arc::new(AtomicUsize::new(0));
-    for stream in incoming {
-        let conn = conns.fetch_add(1, Ordering::SeqCst);
-        let (handler, seen, closed) = (handler.clone(), seen.clone(), closed.clone());
-        std::thread::spawn(move || {
-            let mut stream: Box<dyn Duplex> = Box::new(stream);
-            loop {
-                let Some(req) = read_request(&mut stream, conn) else {
-                    closed.lock().unwrap().push(conn);
-                    return;
-                };
-                seen.lock().unwrap().push(req.clone());
-                if !handler(&req, &mut *stream) {
-                    return;
-                }
-            }
-        });
-    }
-}
-
-/// Reads one request (head, and a body by Content-Length or chunked) a
-/// byte at a time, so nothing after it is taken.
-fn read_request(s: &mut Box<dyn Duplex>, conn: usize) -> Option<Seen> {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if s.read(&mut b).ok()? != 1 {
-            return None;
-        }
-        head.push(b[0]);
-    }
-    let mut seen = Seen {
-        conn,
-        head: String::from_utf8_lossy(&head).into_owned(),
-        body: Vec::new(),
-    };
-    if let Some(n) = seen.header("content-length").first() {
-        let mut body = vec![0; n.parse().ok()?];
-        s.read_exact(&mut body).ok()?;
-        seen.body = body;
-    } else if !seen.header("transfer-encoding").is_empty() {
-        let mut r = BufReader::new(s);
-        loop {
-            let mut line = String::new();
-            r.read_line(&mut line).ok()?;
-            let size = usize::from_str_radix(line.trim(), 16).ok()?;
-            let mut data = vec![0; size + 2];
-            r.read_exact(&mut data).ok()?;
-            if size == 0 {
-                break;
-            }
-            seen.body.extend_from_slice(&data[..size]);
-        }
-    }
-    Some(seen)
-}
-
-fn reply(s: &mut dyn Duplex, body: &str) -> bool {
-    reply_to(s, body, false)
-}
-
-fn reply_to(s: &mut dyn Duplex, body: &str, head_only: bool) -> bool {
-    let r = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{}",
-        body.len(),
-        if head_only { "" } else { body }
-    );
-    s.write_all(r.as_bytes()).is_ok()
-}
-
-/// Echoes the method, target and body.
-fn echo(req: &Seen, s: &mut dyn Duplex) -> bool {
-    let line = req.head.lines().next().unwrap_or("").to_string();
-    let body = format!("{line}\n{}", String::from_utf8_lossy(&req.body));
-    reply_to(s, &body, req.head.starts_with("HEAD "))
-}
 
 fn send(server: &Server, raw: &str) -> String {
     server.raw(raw.as_bytes())
@@ -1010,4 +833,96 @@ fn a_tunnel_holds_its_connection_slot_and_is_never_reclaimed_as_idle() {
         port = server.port
     );
     ws_client(&url, &body, &server);
+}
+
+#[test]
+fn a_backend_named_by_host_name_is_an_error_at_its_line() {
+    let dir = TempDir::new("conf");
+    let run = |conf: &str| {
+        let path = dir.write("m.conf", conf);
+        let out = command()
+            .arg("--config")
+            .arg(&path)
+            .arg("--check-config")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) =
+        run("root /tmp\nproxy /api/ unix:/run/api.sock\nproxy /b/ http://backend.lan:8080\n");
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("m.conf:3: proxy: `http://backend.lan:8080`"),
+        "{err}"
+    );
+    let (code, err) = run(
+        "proxy /api/ http://localhost:8080\nproxy /b/ http://[::1]:81\nproxy-timeout 5\nproxy-max 8\nproxy-max-body 1048576\n",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let (code, err) = run("proxy-max-body lots\n");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("m.conf:1: proxy-max-body:"), "{err}");
+}
+
+#[test]
+fn a_backend_may_answer_while_the_body_still_comes() {
+    // It answers at once, then echoes each piece of the body as it reads it.
+    let dir = TempDir::new("duplex");
+    let path = dir.path().join("d.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut w = s;
+        let mut line = String::new();
+        while line != "\r\n" {
+            line.clear();
+            r.read_line(&mut line).unwrap();
+        }
+        w.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .unwrap();
+        let mut left = 10;
+        while left > 0 {
+            let mut piece = [0u8; 5];
+            let n = r.read(&mut piece[..left.min(5)]).unwrap();
+            assert!(n > 0);
+            left -= n;
+            w.write_all(format!("{n:x}\r\n").as_bytes()).unwrap();
+            w.write_all(&piece[..n]).unwrap();
+            w.write_all(b"\r\n").unwrap();
+        }
+        w.write_all(b"0\r\n\r\n").unwrap();
+    });
+    let route = format!("/api/ unix:{}", path.display());
+    let server = Server::start(&["--proxy", &route]);
+    let mut c = BufReader::new(server.connect());
+    c.get_mut()
+        .write_all(b"POST /api/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n")
+        .unwrap();
+    let mut head = String::new();
+    while !head.ends_with("\r\n\r\n") {
+        assert!(c.read_line(&mut head).unwrap() > 0, "{head}");
+    }
+    assert!(
+        head.starts_with("HTTP/1.1 200") && head.contains("Connection: close"),
+        "{head}"
+    );
+    let mut echoed = Vec::new();
+    for piece in [b"hello", b"world"] {
+        c.get_mut().write_all(piece).unwrap();
+        let mut got = 0;
+        while got < 5 {
+            let mut size = String::new();
+            c.read_line(&mut size).unwrap();
+            let n = usize::from_str_radix(size.trim(), 16).unwrap();
+            let mut data = vec![0; n + 2];
+            c.read_exact(&mut data).unwrap();
+            echoed.extend_from_slice(&data[..n]);
+            got += n;
+        }
+    }
+    assert_eq!(echoed, b"helloworld");
 }

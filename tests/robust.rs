@@ -690,6 +690,8 @@ fn probes() -> Vec<Probe> {
 enum Target {
     Static,
     Cgi,
+    /// The reverse proxy, to a backend that echoes the body it gets.
+    Proxy,
 }
 
 /// Checks one probe's answers; `Err` says what was wrong.
@@ -709,7 +711,7 @@ fn judge(p: &Probe, target: Target, raw: &[u8], closed: bool) -> Result<(), Stri
         if first.status == 400 || (first.status == 501 && coding) {
             let refusal_ok = p.may_refuse
                 || matches!(p.rfc, Rfc::Reject)
-                || (matches!(p.rfc, Rfc::BadChunks) && target == Target::Cgi);
+                || (matches!(p.rfc, Rfc::BadChunks) && target != Target::Static);
             if !refusal_ok {
                 return Err(format!("a valid request was refused with {}", first.status));
             }
@@ -722,14 +724,14 @@ fn judge(p: &Probe, target: Target, raw: &[u8], closed: bool) -> Result<(), Stri
     }
     let probe_ok = |r: &Parsed, echo: &[u8]| match target {
         Target::Static => r.status == 200 && r.body == INDEX.as_bytes(),
-        Target::Cgi => r.status == 200 && r.body == echo,
+        Target::Cgi | Target::Proxy => r.status == 200 && r.body == echo,
     };
     let marker_ok = |r: &Parsed| r.status == 200 && r.body == MARKER.as_bytes();
     let ok = match (&p.rfc, target, rs.as_slice()) {
         (Rfc::Reject, ..) => false,
         (Rfc::Body(b), _, [a, m]) => probe_ok(a, b) && marker_ok(m),
         (Rfc::BodyThenClose(b), _, [a]) => probe_ok(a, b),
-        (Rfc::Chunked(b), Target::Cgi, [a, m]) => probe_ok(a, b) && marker_ok(m),
+        (Rfc::Chunked(b), Target::Cgi | Target::Proxy, [a, m]) => probe_ok(a, b) && marker_ok(m),
         (Rfc::Chunked(b), Target::Static, [a]) => probe_ok(a, b),
         (Rfc::Chunked(b), Target::Static, [a, m]) => probe_ok(a, b) && marker_ok(m),
         (Rfc::BadChunks, Target::Static, [a]) => probe_ok(a, b""),
@@ -752,20 +754,24 @@ fn judge(p: &Probe, target: Target, raw: &[u8], closed: bool) -> Result<(), Stri
                 "the probe's answer for body {:?}, then the marker (or close on a static path)",
                 String::from_utf8_lossy(b)
             ),
-            Rfc::BadChunks => "400 (CGI) or the answer then close (static)".to_string(),
+            Rfc::BadChunks => "400 (CGI, proxy) or the answer then close (static)".to_string(),
         };
         Err(format!("{} responses, expected {expected}", rs.len()))
     }
 }
 
 /// Sends each probe (then the marker request, in the same write) to a static
-/// path and to the CGI echo script; what went wrong, one line per probe.
+/// path, to the CGI echo script and through the proxy to an echoing
+/// backend; what went wrong, one line per probe.
 fn run_probes(select: impl Fn(&Probe, Target) -> bool) -> (usize, Vec<String>) {
-    let s = Server::start_in(probe_root(), &["--header-timeout", "3"]);
+    let backend =
+        backend::Backend::unix(|req, s| backend::reply(s, &String::from_utf8_lossy(&req.body)));
+    let route = format!("/api/ {}", backend.address);
+    let s = Server::start_in(probe_root(), &["--header-timeout", "3", "--proxy", &route]);
     let mut failures = Vec::new();
     let mut ran = 0;
     for p in probes() {
-        for target in [Target::Static, Target::Cgi] {
+        for target in [Target::Static, Target::Cgi, Target::Proxy] {
             if !select(&p, target) {
                 continue;
             }
@@ -773,6 +779,7 @@ fn run_probes(select: impl Fn(&Probe, Target) -> bool) -> (usize, Vec<String>) {
             let line = match target {
                 Target::Static => "GET /index.html HTTP/1.1",
                 Target::Cgi => "POST /cgi-bin/echo HTTP/1.1",
+                Target::Proxy => "POST /api/echo HTTP/1.1",
             };
             let head = p.head.replace("{len}", &p.body.len().to_string());
             let mut bytes = format!("{line}{head}").into_bytes();
@@ -798,6 +805,11 @@ fn run_probes(select: impl Fn(&Probe, Target) -> bool) -> (usize, Vec<String>) {
             );
         }
     }
+    let smuggled = backend
+        .seen()
+        .into_iter()
+        .filter(|r| !r.head.starts_with("POST /api/echo "));
+    failures.extend(smuggled.map(|r| format!("the backend got another request: {:?}", r.head)));
     (ran, failures)
 }
 
@@ -805,6 +817,7 @@ fn known_bug(p: &Probe, target: Target) -> Option<&'static str> {
     match target {
         Target::Static => p.bugs.0,
         Target::Cgi => p.bugs.1,
+        Target::Proxy => None,
     }
 }
 

@@ -3,6 +3,7 @@
 //! fields no control bytes. What passes is re-framed by Marmoset; the
 //! hop-by-hop fields stay behind.
 
+use crate::http::header::header;
 use crate::http::request::{parse_length, trim};
 use crate::limits::MAX_ANSWER_FIELDS;
 use crate::proxy::outgoing::{connection_tokens, is_clean, is_hop_by_hop};
@@ -96,10 +97,7 @@ pub fn parse(buf: &[u8], head_only: bool, upgrading: bool) -> Result<Option<Head
         {
             continue;
         }
-        fields.extend_from_slice(b"\r\n");
-        fields.extend_from_slice(h.name.as_bytes());
-        fields.extend_from_slice(b": ");
-        fields.extend_from_slice(value);
+        header(&mut fields, h.name, value);
     }
     if chunked && length.is_some() {
         return Err(Invalid("Content-Length with Transfer-Encoding"));

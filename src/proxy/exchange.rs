@@ -4,6 +4,9 @@
 //! after a 101). What happens to the client connection afterwards is the
 //! caller's.
 
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::pin;
 use std::time::Duration;
 
 use futures_lite::future;
@@ -21,12 +24,12 @@ use crate::proxy::backend::{Failed, Stream};
 use crate::proxy::outgoing::Forward;
 use crate::proxy::pool::{Lease, Pool, Unavailable};
 use crate::proxy::relay::{self, BodyError, Cut, ToClient, Waits};
-use crate::proxy::settings::Settings;
+use crate::proxy::settings::{Address, Settings};
 use crate::proxy::tunnel;
 
+#[derive(Clone, Copy)]
 pub struct Exchange<'a> {
     pub sock: &'a Sock,
-    pub input: &'a mut Input,
     pub pool: &'static Pool,
     pub buffers: &'a buffers::Pool,
     pub clock: &'a Clock,
@@ -58,13 +61,21 @@ pub enum Outcome {
 
 /// Why no answer head came.
 enum NoHead {
+    /// The backend failed; whether any byte of answer had come.
     Backend(Failed, bool),
     Invalid(&'static str),
     Body(BodyError),
 }
 
+/// How one try on a backend connection ended.
+enum Attempt {
+    Done(Outcome),
+    /// A kept connection failed before any byte of answer: once more on a new one.
+    Again,
+}
+
 impl Exchange<'_> {
-    pub async fn run(&mut self, fwd: &Forward) -> Result<Outcome, End> {
+    pub async fn run(&self, input: &mut Input, fwd: &Forward) -> Result<Outcome, End> {
         let Some(route) = self.settings.routes.get(fwd.route) else {
             return Ok(self.failed(Status::BadGateway, fwd));
         };
@@ -78,114 +89,121 @@ impl Exchange<'_> {
         let deadlines = self.waits.deadlines;
         let mut lease = match self.pool.take(fwd.route, name, deadlines, until).await {
             Ok(l) => l,
-            Err(Unavailable::Busy) => {
-                log::warn!("proxy {name}: {} connections open; 503", self.settings.max);
-                return Ok(self.failed(Status::ServiceUnavailable, fwd));
-            }
-            Err(Unavailable::Failed(f)) => return Ok(self.unreachable(name, f, fwd)),
+            Err(e) => return Ok(self.unavailable(name, e, fwd)),
         };
         if fwd.body != BodyKind::None && self.expects_continue && self.version == Version::Http11 {
             self.sock.send_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
         }
+        // An upgrade has no body: what the client sent after its head is the tunnel's.
+        let mut from_client = if fwd.upgrade {
+            input.take(u64::MAX)
+        } else {
+            Vec::new()
+        };
         let mut buf = self.buffers.out();
-        let mut retried = false;
+        let mut may_retry = true;
         let result = loop {
-            let got = self.send_and_read_head(fwd, &lease.stream, &mut buf).await;
-            match got {
-                Err(NoHead::Backend(Failed::Closed, false))
-                    if lease.reused && fwd.retry_safe && !retried =>
-                {
+            match self
+                .attempt(input, fwd, lease, &mut buf, &mut from_client, may_retry)
+                .await
+            {
+                Ok(Attempt::Again) => {
                     log::debug!("proxy {name}: kept connection closed under a request; again");
-                    retried = true;
+                    may_retry = false;
                     lease = match self.pool.connect(name, deadlines, until).await {
                         Ok(l) => l,
-                        Err(Unavailable::Busy) => {
-                            break Ok(self.failed(Status::ServiceUnavailable, fwd));
-                        }
-                        Err(Unavailable::Failed(f)) => break Ok(self.unreachable(name, f, fwd)),
+                        Err(e) => break Ok(self.unavailable(name, e, fwd)),
                     };
                 }
-                Err(NoHead::Backend(Failed::Timeout, _)) => {
-                    log::warn!(
-                        "proxy {name}: no answer within {}s; 504",
-                        self.waits.backend.as_secs()
-                    );
-                    break Ok(self.failed(Status::GatewayTimeout, fwd));
-                }
-                Err(NoHead::Backend(_, _)) => {
-                    log::warn!("proxy {name}: closed the connection before answering; 502");
-                    break Ok(self.failed(Status::BadGateway, fwd));
-                }
-                Err(NoHead::Invalid(why)) => {
-                    log::warn!("proxy {name}: invalid answer: {why}; 502");
-                    break Ok(self.failed(Status::BadGateway, fwd));
-                }
-                Err(NoHead::Body(BodyError::Client)) => {
-                    log::info!("proxy {name}: the client stopped sending its body");
-                    break Err(End::Closed);
-                }
-                Err(NoHead::Body(BodyError::Malformed)) => {
-                    break Ok(self.failed(Status::BadRequest, fwd));
-                }
-                Err(NoHead::Body(BodyError::TooLarge)) => {
-                    break Ok(self.failed(Status::ContentTooLarge, fwd));
-                }
-                Err(NoHead::Body(BodyError::Backend)) => {
-                    log::warn!("proxy {name}: stopped taking the request body; 502");
-                    break Ok(self.failed(Status::BadGateway, fwd));
-                }
-                Ok((head, got, body_sent)) => {
-                    break self.answer(fwd, lease, head, &buf[..got], body_sent).await;
-                }
+                Ok(Attempt::Done(outcome)) => break Ok(outcome),
+                Err(e) => break Err(e),
             }
         };
         self.buffers.give_out(buf);
         result
     }
 
-    /// Sends the request and reads the answer head, the request body
-    /// going out meanwhile. An answer before the whole body is taken ends
-    /// the sending: the rest stays unread. Interim 1xx answers are passed
-    /// over. Gives the head, the bytes read, and whether the body all went.
-    async fn send_and_read_head(
-        &mut self,
-        fwd: &Forward,
-        stream: &Stream,
-        buf: &mut Vec<u8>,
-    ) -> Result<(Head, usize, bool), NoHead> {
-        let deadlines = self.waits.deadlines;
-        let until = self.waits.backend_until();
-        stream
-            .write_all(&fwd.head, deadlines, until)
-            .await
-            .map_err(|f| NoHead::Backend(f, false))?;
-        let waits = self.waits;
-        let max = self.settings.max_body;
-        let sending = relay::request_body(self.sock, self.input, fwd.body, max, stream, waits);
-        let reading = read_head(stream, buf, fwd, waits);
-        let body_sent = std::cell::Cell::new(fwd.body == BodyKind::None);
-        let sending = async {
-            match sending.await {
-                Ok(()) => {
-                    body_sent.set(true);
-                    future::pending().await
-                }
-                Err(e) => Err(NoHead::Body(e)),
-            }
-        };
-        let (head, got) = future::or(reading, sending).await?;
-        Ok((head, got, body_sent.get()))
-    }
-
-    /// Sends the checked answer on: head, then body or tunnel.
-    async fn answer(
-        &mut self,
+    /// Sends the request on `lease` and relays the answer. The request
+    /// body goes out while the answer head is awaited, and on while the
+    /// answer streams if the backend answers before taking all of it.
+    async fn attempt(
+        &self,
+        input: &mut Input,
         fwd: &Forward,
         lease: Lease,
-        head: Head,
-        got: &[u8],
-        body_sent: bool,
-    ) -> Result<Outcome, End> {
+        buf: &mut Vec<u8>,
+        from_client: &mut Vec<u8>,
+        may_retry: bool,
+    ) -> Result<Attempt, End> {
+        let retry = may_retry && lease.reused && fwd.retry_safe;
+        let stream = &lease.stream;
+        let until = self.waits.backend_until();
+        if let Err(f) = stream
+            .write_all(&fwd.head, self.waits.deadlines, until)
+            .await
+        {
+            return Ok(self.no_head(fwd, NoHead::Backend(f, false), retry));
+        }
+        let (outcome, reuse) = {
+            let body_done = Cell::new(fwd.body == BodyKind::None);
+            let body_failed = Cell::new(None);
+            let max = self.settings.max_body;
+            let sending = pin!(async {
+                match relay::request_body(self.sock, input, fwd.body, max, stream, self.waits).await
+                {
+                    Ok(()) => body_done.set(true),
+                    Err(e) => body_failed.set(Some(e)),
+                }
+            });
+            let mut sending = sending;
+            let finished = Cell::new(false);
+            let head = future::or(read_head(stream, buf, fwd, self.waits), async {
+                (&mut sending).await;
+                finished.set(true);
+                match body_failed.take() {
+                    Some(e) => Err(NoHead::Body(e)),
+                    None => future::pending().await,
+                }
+            })
+            .await;
+            let (head, got) = match head {
+                Ok(h) => h,
+                Err(e) => return Ok(self.no_head(fwd, e, retry)),
+            };
+            let rest_of_body = async {
+                if !finished.get() {
+                    sending.await;
+                }
+            };
+            let answered = Answered {
+                head,
+                got: &buf[..got],
+                body_done: &body_done,
+            };
+            self.answer(fwd, stream, answered, from_client, rest_of_body)
+                .await?
+        };
+        if reuse {
+            self.pool.give_back(fwd.route, lease);
+        }
+        Ok(Attempt::Done(outcome))
+    }
+
+    /// Sends the checked answer on: head, then body or tunnel. Gives the
+    /// outcome and whether the backend connection can be kept.
+    async fn answer(
+        &self,
+        fwd: &Forward,
+        stream: &Stream,
+        answered: Answered<'_>,
+        from_client: &mut Vec<u8>,
+        rest_of_body: impl Future<Output = ()>,
+    ) -> Result<(Outcome, bool), End> {
+        let Answered {
+            head,
+            got,
+            body_done,
+        } = answered;
         let name = &self.settings.routes[fwd.route].backend;
         let first = &got[head.head_len..];
         let upgrading = head.status == 101;
@@ -195,7 +213,8 @@ impl Exchange<'_> {
             _ if self.version == Version::Http11 => ToClient::Chunked,
             _ => ToClient::Close,
         };
-        let keep_alive = self.keep_alive && to_client != ToClient::Close && body_sent;
+        // A body still coming leaves the connection unusable after.
+        let keep_alive = self.keep_alive && to_client != ToClient::Close && body_done.get();
         let mut out = self.buffers.out();
         out.extend_from_slice(b"HTTP/1.1 ");
         out.extend_from_slice(head.status_text.as_bytes());
@@ -235,43 +254,39 @@ impl Exchange<'_> {
             };
             self.buffers.give_out(out);
             sent?;
-            let from_client = self.input.take(u64::MAX);
-            let carried = tunnel::run(
-                self.sock,
-                &lease.stream,
-                from_client,
-                self.waits.deadlines,
-                self.idle,
-            )
-            .await;
-            return Ok(Outcome::Sent {
+            let early = std::mem::take(from_client);
+            let carried = tunnel::run(self.sock, stream, early, self.waits.deadlines, self.idle);
+            let sent = Outcome::Sent {
                 status,
-                bytes: carried.to_client,
+                bytes: carried.await.to_client,
                 reusable: false,
-            });
+            };
+            return Ok((sent, false));
         }
+        // The head goes out with the first piece of body.
         let body = relay::answer_body(
             self.sock,
-            &lease.stream,
+            stream,
             first,
             head.framing,
             to_client,
             &mut out,
             self.waits,
         );
-        // The head goes out with the first piece of body.
-        let relayed = body.await;
+        let relayed = future::or(body, async {
+            rest_of_body.await;
+            future::pending().await
+        })
+        .await;
         self.buffers.give_out(out);
         match relayed {
             Ok(r) => {
-                if r.clean && head.reusable && body_sent {
-                    self.pool.give_back(fwd.route, lease);
-                }
-                Ok(Outcome::Sent {
+                let sent = Outcome::Sent {
                     status,
                     bytes: r.bytes,
                     reusable: keep_alive,
-                })
+                };
+                Ok((sent, r.clean && head.reusable && body_done.get()))
             }
             Err(Cut::Client(e)) => {
                 log::info!("proxy {name}: the client left mid-answer; connection dropped");
@@ -279,7 +294,7 @@ impl Exchange<'_> {
             }
             Err(Cut::BeforeHead(why)) => {
                 log::warn!("proxy {name}: invalid answer: {why}; 502");
-                Ok(self.failed(Status::BadGateway, fwd))
+                Ok((self.failed(Status::BadGateway, fwd), false))
             }
             Err(Cut::Backend(why)) => {
                 log::warn!("proxy {name}: answer {why}; cut");
@@ -288,18 +303,56 @@ impl Exchange<'_> {
         }
     }
 
-    fn unreachable(
-        &self,
-        name: &crate::proxy::settings::Address,
-        f: Failed,
-        fwd: &Forward,
-    ) -> Outcome {
-        if f == Failed::Timeout {
-            log::warn!("proxy {name}: connect timed out; 504");
-            return self.failed(Status::GatewayTimeout, fwd);
-        }
-        log::warn!("proxy {name}: cannot connect; 502");
-        self.failed(Status::BadGateway, fwd)
+    /// What a request that got no answer head comes to, logged once.
+    fn no_head(&self, fwd: &Forward, why: NoHead, retry: bool) -> Attempt {
+        let name = &self.settings.routes[fwd.route].backend;
+        let status = match why {
+            NoHead::Backend(Failed::Closed, false) if retry => return Attempt::Again,
+            NoHead::Backend(Failed::Timeout, _) => {
+                let secs = self.waits.backend.as_secs();
+                log::warn!("proxy {name}: no answer within {secs}s; 504");
+                Status::GatewayTimeout
+            }
+            NoHead::Backend(_, _) => {
+                log::warn!("proxy {name}: closed the connection before answering; 502");
+                Status::BadGateway
+            }
+            NoHead::Invalid(why) => {
+                log::warn!("proxy {name}: invalid answer: {why}; 502");
+                Status::BadGateway
+            }
+            NoHead::Body(BodyError::Client) => {
+                log::info!("proxy {name}: the client stopped sending its body");
+                Status::RequestTimeout
+            }
+            NoHead::Body(BodyError::Malformed) => Status::BadRequest,
+            NoHead::Body(BodyError::TooLarge) => Status::ContentTooLarge,
+            NoHead::Body(BodyError::Backend) => {
+                log::warn!("proxy {name}: stopped taking the request body; 502");
+                Status::BadGateway
+            }
+        };
+        Attempt::Done(self.failed(status, fwd))
+    }
+
+    /// No connection to the backend: 503 at `proxy-max`, else 502 (504 if
+    /// connecting timed out).
+    fn unavailable(&self, name: &Address, e: Unavailable, fwd: &Forward) -> Outcome {
+        let status = match e {
+            Unavailable::Busy => {
+                log::warn!("proxy {name}: {} connections open; 503", self.settings.max);
+                Status::ServiceUnavailable
+            }
+            Unavailable::Failed(Failed::Timeout) => {
+                log::warn!("proxy {name}: connect timed out; 504");
+                Status::GatewayTimeout
+            }
+            Unavailable::Failed(_) => {
+                log::warn!("proxy {name}: cannot connect; 502");
+                Status::BadGateway
+            }
+        };
+        self.failed(status, fwd)
     }
 
     fn failed(&self, status: Status, fwd: &Forward) -> Outcome {
@@ -308,6 +361,14 @@ impl Exchange<'_> {
             body_read: fwd.body == BodyKind::None,
         }
     }
+}
+
+/// A checked answer head, the bytes read with it, and whether the request
+/// body had all gone when it came.
+struct Answered<'a> {
+    head: Head,
+    got: &'a [u8],
+    body_done: &'a Cell<bool>,
 }
 
 /// Reads until a whole final answer head is in `buf` (1xx other than 101

@@ -3,7 +3,7 @@
 //! over HTTP/1.1 on pooled connections, answers checked and streamed back,
 //! upgraded connections (WebSocket) tunnelled.
 
-pub(crate) mod answer;
+pub mod answer;
 pub(crate) mod backend;
 pub(crate) mod exchange;
 pub(crate) mod outgoing;

@@ -6,6 +6,7 @@
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
+use crate::http::header::{header, push_num};
 use crate::http::request::{self, BodyKind, Method, Request, Version};
 use crate::http::status::Status;
 
@@ -112,25 +113,25 @@ impl Forward {
             {
                 continue;
             }
-            push_field(&mut head, h.name.as_bytes(), request::trim(h.value));
+            header(&mut head, h.name, request::trim(h.value));
         }
         // An HTTP/1.0 client may send no Host; HTTP/1.1 needs one.
         let host = req.authority.or(host);
         if host.is_none() {
-            push_field(&mut head, b"Host", b"localhost");
+            header(&mut head, "Host", b"localhost");
         }
         let mut peer = String::new();
         let _ = write!(peer, "{}", origin.peer.to_canonical());
-        push_field(&mut head, b"X-Forwarded-For", peer.as_bytes());
+        header(&mut head, "X-Forwarded-For", peer.as_bytes());
         let proto: &[u8] = if origin.tls { b"https" } else { b"http" };
-        push_field(&mut head, b"X-Forwarded-Proto", proto);
+        header(&mut head, "X-Forwarded-Proto", proto);
         if let Some(host) = host {
-            push_field(&mut head, b"X-Forwarded-Host", host);
+            header(&mut head, "X-Forwarded-Host", host);
         }
         match req.body {
             BodyKind::Length(n) => {
                 head.extend_from_slice(b"\r\nContent-Length: ");
-                crate::http::header::push_num(&mut head, n);
+                push_num(&mut head, n);
             }
             BodyKind::Chunked => head.extend_from_slice(b"\r\nTransfer-Encoding: chunked"),
             BodyKind::None if !matches!(req.method, Method::Get | Method::Head) => {
@@ -139,7 +140,7 @@ impl Forward {
             BodyKind::None => {}
         }
         if let (true, Some(u)) = (upgrade, upgrade_value) {
-            push_field(&mut head, b"Upgrade", u);
+            header(&mut head, "Upgrade", u);
             head.extend_from_slice(b"\r\nConnection: upgrade");
         }
         head.extend_from_slice(b"\r\n\r\n");
@@ -156,13 +157,6 @@ impl Forward {
             body: req.body,
         })
     }
-}
-
-fn push_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
 }
 
 #[cfg(test)]

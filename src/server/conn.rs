@@ -375,9 +375,8 @@ impl Conn {
         self.input.consume(meta.head_len);
         let reply = meta.reply;
         let config = self.w.config;
-        let mut exchange = proxied::Exchange {
+        let exchange = proxied::Exchange {
             sock: &self.sock,
-            input: &mut self.input,
             pool: &self.w.proxy,
             buffers: &self.w.pool,
             clock: &self.w.clock,
@@ -392,7 +391,7 @@ impl Conn {
             keep_alive: reply.keep_alive,
             expects_continue: meta.expects_continue,
         };
-        match exchange.run(&forward).await? {
+        match exchange.run(&mut self.input, &forward).await? {
             Outcome::Sent {
                 status,
                 bytes,

@@ -4,6 +4,8 @@
 //! same tests drive a cross-built binary under qemu-user.
 #![allow(dead_code)]
 
+pub mod backend;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::path::{Path, PathBuf};
