@@ -123,6 +123,16 @@ enum Next {
 
 impl Conn {
     async fn run(&mut self) {
+        #[cfg(feature = "tls")]
+        match self
+            .sock
+            .handshake(Instant::now() + self.w.config.header_timeout)
+            .await
+        {
+            Ok(()) => {}
+            Err(End::Refused) => return self.linger().await,
+            Err(_) => return,
+        }
         loop {
             if self.input.is_empty() {
                 self.input.release();
