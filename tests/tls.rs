@@ -11,60 +11,11 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::tls::*;
 use common::*;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-
-/// A certificate and key made by openssl for `localhost` and 127.0.0.1.
-struct Pair {
-    cert: PathBuf,
-    key: PathBuf,
-}
-
-fn openssl(args: &[&str]) -> std::process::Output {
-    let out = Command::new("openssl")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("openssl is installed");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn make_pair(dir: &TempDir, name: &str) -> Pair {
-    let cert = dir.path().join(format!("{name}.crt"));
-    let key = dir.path().join(format!("{name}.key"));
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-days",
-        "30",
-        "-subj",
-        &format!("/CN={name}"),
-        "-addext",
-        "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        // An end-entity certificate, as a server's is (rustls refuses a CA).
-        "-addext",
-        "basicConstraints=critical,CA:FALSE",
-        "-keyout",
-        key.to_str().unwrap(),
-        "-out",
-        cert.to_str().unwrap(),
-    ]);
-    Pair { cert, key }
-}
+use rustls::pki_types::ServerName;
 
 /// A server with a plain listener (found by the harness) and a TLS one.
 struct Tls {
@@ -95,7 +46,7 @@ impl Tls {
         ];
         args.extend_from_slice(extra);
         let server = Server::start_in(root, &args);
-        let port = tls_port(&server);
+        let port = tls_port_on(&server, "127.0.0.1");
         Tls {
             server,
             port,
@@ -116,12 +67,8 @@ impl Tls {
     }
 
     /// A TLS client connection checked against the server's certificate.
-    fn connect(&self) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
-        let tcp = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let name = ServerName::try_from("localhost").unwrap();
-        let conn = rustls::ClientConnection::new(client_config(&self.ca), name).unwrap();
-        rustls::StreamOwned::new(conn, tcp)
+    fn connect(&self) -> Stream {
+        connect(self.port, client_config(&self.ca))
     }
 
     /// `openssl s_client` making one HTTP/1.0 request, so that it stays
@@ -155,34 +102,6 @@ impl Tls {
         assert_eq!(code, 200, "log:\n{}", self.server.log_text());
         assert!(String::from_utf8_lossy(&body).contains("hello"));
     }
-}
-
-/// The TLS listener's port, from the log line `listening on ADDR (TLS)`.
-fn tls_port(s: &Server) -> u16 {
-    let found = wait_until(start_deadline(), || s.log_text().contains(" (TLS)"));
-    assert!(found, "no TLS listener; log:\n{}", s.log_text());
-    s.log_text()
-        .lines()
-        .find_map(|l| {
-            let addr = l.split("listening on ").nth(1)?.strip_suffix(" (TLS)")?;
-            addr.rsplit(':').next()?.parse().ok()
-        })
-        .expect("the TLS listener's port")
-}
-
-fn client_config(ca: &Path) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Arc::new(config)
 }
 
 /// The certificate a new handshake gets, as PEM.
