@@ -74,6 +74,11 @@ impl Tls {
     /// `openssl s_client` making one HTTP/1.0 request, so that it stays
     /// until the server has sent everything (TLS 1.3 tickets come last).
     fn s_client(&self, args: &[&str]) -> String {
+        self.s_client_asking(b"HEAD / HTTP/1.0\r\n\r\n", args)
+    }
+
+    /// `s_client` sending `request`; what it printed.
+    fn s_client_asking(&self, request: &[u8], args: &[&str]) -> String {
         let connect = format!("127.0.0.1:{}", self.port);
         let mut child = Command::new("openssl")
             .args(["s_client", "-connect", &connect, "-servername", "localhost"])
@@ -84,11 +89,7 @@ impl Tls {
             .stderr(Stdio::piped())
             .spawn()
             .expect("openssl is installed");
-        let _ = child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"HEAD / HTTP/1.0\r\n\r\n");
+        let _ = child.stdin.take().unwrap().write_all(request);
         let out = child.wait_with_output().unwrap();
         format!(
             "{}{}",
@@ -234,6 +235,115 @@ fn sessions_resume_with_tickets_and_session_ids() {
             again.contains("Reused, TLS"),
             "{flags:?} not resumed:\n{again}"
         );
+    }
+}
+
+/// Asks `/cgi-bin/pid` (the worker's pid: a script's parent) with
+/// `s_client` and `args`; whether the session was resumed, and the pid.
+fn resumed_on(t: &Tls, args: &[&str]) -> (bool, i32) {
+    let out = t.s_client_asking(b"GET /cgi-bin/pid HTTP/1.0\r\n\r\n", args);
+    let resumed = out.contains("Reused, TLS");
+    assert!(resumed || out.contains("New, TLS"), "{args:?}:\n{out}");
+    let pid = out
+        .split("\r\n\r\n")
+        .nth(1)
+        .and_then(|b| b.split_whitespace().next())
+        .and_then(|p| p.parse().ok());
+    (resumed, pid.unwrap_or_else(|| panic!("no pid:\n{out}")))
+}
+
+fn kill(signal: &str, pid: i32) {
+    let ok = Command::new("kill")
+        .args(["-s", signal, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -s {signal} {pid}");
+}
+
+/// A root whose `/cgi-bin/pid` answers with the pid of the worker.
+fn pid_root() -> TempDir {
+    let root = TempDir::new("tlsroot");
+    root.write("index.html", "hello\n");
+    script(
+        &root,
+        "pid",
+        "printf 'Content-Type: text/plain\\r\\n\\r\\n%s\\n' \"$PPID\"\n",
+    );
+    root
+}
+
+/// With two workers, a session one made resumes on the other, by TLS 1.3
+/// and TLS 1.2 tickets: every worker has the server's ticket keys. The
+/// worker that made it is stopped (SIGSTOP), so the other takes every
+/// connection. A reload keeps the keys: the new workers resume it too.
+#[test]
+fn sessions_resume_on_another_worker_and_after_a_reload() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start_in(pid_root(), &make_pair(&dir, "device"), &["--workers", "2"]);
+    let two = || {
+        wait_until(Duration::from_secs(10), || {
+            children(t.server.pid()).len() == 2
+        })
+    };
+    assert!(two());
+    let workers = children(t.server.pid());
+    let mut sessions = Vec::new();
+    for version in ["-tls1_3", "-tls1_2"] {
+        let sess = dir.path().join(format!("sess{version}.pem"));
+        let sess = sess.to_str().unwrap().to_string();
+        let (resumed, maker) = resumed_on(&t, &[version, "-sess_out", &sess]);
+        assert!(!resumed && workers.contains(&maker), "{version}: {maker}");
+        let other = *workers.iter().find(|&&w| w != maker).unwrap();
+        kill("STOP", maker);
+        let mut got = Vec::new();
+        for _ in 0..10 {
+            got.push(resumed_on(&t, &[version, "-sess_in", &sess]));
+        }
+        kill("CONT", maker);
+        assert!(
+            got.iter().all(|&g| g == (true, other)),
+            "{version}: made on {maker}, (resumed, worker) on {other}: {got:?}"
+        );
+        sessions.push((version, sess));
+    }
+    t.server.signal("HUP");
+    assert!(wait_until(Duration::from_secs(10), || {
+        let now = children(t.server.pid());
+        now.len() == 2 && now.iter().all(|p| !workers.contains(p))
+    }));
+    let new = children(t.server.pid());
+    for (version, sess) in &sessions {
+        let (resumed, on) = resumed_on(&t, &[version, "-sess_in", sess]);
+        assert!(resumed && new.contains(&on), "{version} after the reload");
+    }
+}
+
+/// One process: its reload makes new settings and keeps the ticket keys.
+#[test]
+fn a_reload_of_the_one_process_keeps_its_sessions() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start_in(pid_root(), &make_pair(&dir, "device"), &[]);
+    for version in ["-tls1_3", "-tls1_2"] {
+        let sess = dir.path().join(format!("one{version}.pem"));
+        let sess = sess.to_str().unwrap();
+        let (resumed, _) = resumed_on(&t, &[version, "-sess_out", sess]);
+        assert!(!resumed);
+        let reloads = t
+            .server
+            .log_text()
+            .matches("reloading configuration")
+            .count();
+        t.server.signal("HUP");
+        assert!(wait_until(Duration::from_secs(10), || {
+            t.server
+                .log_text()
+                .matches("reloading configuration")
+                .count()
+                > reloads
+        }));
+        let (resumed, _) = resumed_on(&t, &[version, "-sess_in", sess]);
+        assert!(resumed, "{version} after the reload");
     }
 }
 
