@@ -323,7 +323,7 @@ fn the_shipped_device_config_is_valid() {
 
 /// DNS rebinding: with `allowed-hosts`, a request naming another host (in
 /// `Host` or an absolute-form target) gets 421 and nothing of the site;
-/// the device's names, IP literals and localhost are served.
+/// the device's names, its host name, IP literals and localhost are served.
 #[test]
 fn names_other_than_the_devices_get_421() {
     let s = Server::start(&["--allowed-hosts", "router.lan"]);
@@ -342,6 +342,9 @@ fn names_other_than_the_devices_get_421() {
         assert!(!out.contains("hello"), "{host}: {out}");
     }
     let port = s.port;
+    let own = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let own = own.trim();
+    assert!(!own.is_empty() && own != "router.lan");
     for host in [
         "router.lan",
         "ROUTER.LAN:80",
@@ -349,6 +352,8 @@ fn names_other_than_the_devices_get_421() {
         &format!("127.0.0.1:{port}"),
         "localhost",
         "[::1]:80",
+        own,
+        &format!("{own}:{port}"),
     ] {
         let out = get(host);
         assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{host}: {out}");

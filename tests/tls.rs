@@ -456,6 +456,8 @@ fn the_self_signed_certificate_is_made_once_with_the_names_and_reused() {
         "--tls-self-signed",
         "--tls-names",
         "device.lan 192.0.2.7 fd00::7",
+        "--allowed-hosts",
+        "localhost",
     ];
     let first = Tls::start(&pair, &extra);
     assert!(first.server.log_text().contains("self-signed certificate"));
@@ -490,7 +492,34 @@ fn the_self_signed_certificate_is_made_once_with_the_names_and_reused() {
         &format!("device.lan:{}:127.0.0.1", first.port),
         &format!("https://device.lan:{}/", first.port),
     ]);
-    assert_eq!(code, 200, "the name from tls-names is in the certificate");
+    assert_eq!(
+        code, 200,
+        "the name from tls-names is in the certificate, and allowed"
+    );
+    // So is the host name (when it is a DNS name), the certificate's
+    // first: also allowed.
+    let own = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let own = own.trim().to_ascii_lowercase();
+    let dns = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'.';
+    if !own.is_empty() && own.bytes().all(dns) {
+        assert!(text.contains(&format!("DNS:{own}")), "{own}:\n{text}");
+        let (code, _, _) = curl(&[
+            "--cacert",
+            pair.cert.to_str().unwrap(),
+            "--resolve",
+            &format!("{own}:{}:127.0.0.1", first.port),
+            &format!("https://{own}:{}/", first.port),
+        ]);
+        assert_eq!(code, 200, "the host name {own}");
+    }
+    let (code, _, _) = curl(&[
+        "--cacert",
+        pair.cert.to_str().unwrap(),
+        "-H",
+        "Host: other.lan",
+        &first.url("/"),
+    ]);
+    assert_eq!(code, 421, "a name neither listed nor the device's");
     let made = (
         std::fs::read(&pair.cert).unwrap(),
         std::fs::read(&pair.key).unwrap(),
