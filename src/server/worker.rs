@@ -46,9 +46,10 @@ pub struct Shared {
 impl Shared {
     pub fn new(config: &Config) -> Result<Shared, String> {
         #[cfg(feature = "tls")]
-        let tickets = match config.tls.enabled() {
-            true => Some(std::sync::Arc::new(crate::tls::tickets::Keys::new()?)),
-            false => None,
+        let tickets = if config.tls.enabled() {
+            Some(std::sync::Arc::new(crate::tls::tickets::Keys::new()?))
+        } else {
+            None
         };
         #[cfg(not(feature = "tls"))]
         let _ = config;
@@ -127,6 +128,8 @@ fn serve(
         }
     };
     let ex = Rc::new(LocalExecutor::new());
+    // Old ticket keys go at each period's end, whether or not this
+    // process seals a ticket meanwhile.
     if let Some(first) = shared.next_turn() {
         let shared = shared.clone();
         ex.spawn(async move {
