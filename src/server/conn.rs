@@ -142,6 +142,11 @@ impl Conn {
                     self.w.config.keepalive_timeout
                 };
                 if !self.wait_for_request(limit).await {
+                    // Idle, timed out or stopping: over TLS still a
+                    // close_notify (RFC 8446 6.1), so the client can tell
+                    // the last response was not cut off.
+                    #[cfg(feature = "tls")]
+                    self.sock.end_tls().await;
                     return;
                 }
             }
