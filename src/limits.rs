@@ -132,8 +132,9 @@ pub const LISTING_FRESH: Duration = Duration::from_secs(1);
 pub const RECLAIM_AFTER: Duration = Duration::from_millis(100);
 
 /// TLS: sessions the server remembers per worker for TLS 1.2 resumption
-/// by session id (a few hundred bytes each); the oldest go first. TLS 1.3
-/// clients resume with tickets, which the server does not store.
+/// by session id (a few hundred bytes each); the oldest go first. Such a
+/// client resumes only on the worker that made its session; tickets (TLS
+/// 1.3, and 1.2 clients that take one) are not stored and open on any.
 #[cfg(feature = "tls")]
 pub const TLS_SESSIONS: usize = 256;
 
@@ -143,8 +144,10 @@ pub const TLS_SESSIONS: usize = 256;
 pub const TLS_TICKETS: usize = 1;
 
 /// TLS tickets are sealed under a key used this long (seconds), then
-/// replaced; a ticket is accepted for twice this. Six hours, as rustls's
-/// own ticketer: a stolen key opens a few hours of sessions at most.
+/// replaced by the next of its chain (`tls/tickets.rs`); a ticket is
+/// accepted until the end of the period after its own. Six hours, as
+/// rustls's own ticketer: what a process holds opens no ticket sealed
+/// before the previous period.
 #[cfg(feature = "tls")]
 pub const TLS_TICKET_KEY_LIFE: u32 = 6 * 60 * 60;
 

@@ -221,6 +221,12 @@ pub fn send_more(sock: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
     )?)
 }
 
+/// The kernel's host name (uname's nodename) as it is now: an admin may
+/// change it while the server runs.
+pub fn host_name() -> Option<String> {
+    nix::unistd::gethostname().ok()?.into_string().ok()
+}
+
 pub fn set_nodelay(sock: &impl AsFd) {
     let _ = socket::setsockopt(sock, sockopt::TcpNoDelay, &true);
 }

@@ -1,5 +1,6 @@
 //! The process: configuration and its errors, start-up failures, privileges,
-//! daemon mode, signals, the access log, and crashed workers.
+//! daemon mode, signals, the access log, and crashed workers. Stopping and
+//! reloading are checked over HTTPS too, in a `tls` build.
 
 mod common;
 
@@ -243,10 +244,16 @@ fn daemon_mode_with_an_unwritable_pidfile_fails_where_it_was_started() {
 
 #[test]
 fn sigterm_finishes_the_response_in_flight_and_exits_0() {
-    let mut s = Server::start(&["--grace", "10"]);
+    for t in Transport::all() {
+        sigterm_finishes_the_response_in_flight_over(t);
+    }
+}
+
+fn sigterm_finishes_the_response_in_flight_over(t: Transport) {
+    let mut s = Server::start_over(t, &["--grace", "10"]);
     let data = vec![b'x'; 8 << 20];
     s.root.write("big.bin", &data);
-    let mut c = s.connect();
+    let mut c = s.open();
     c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
         .unwrap();
     let mut first = [0u8; 1024];
@@ -254,19 +261,42 @@ fn sigterm_finishes_the_response_in_flight_and_exits_0() {
     // The response is in flight (8 MiB does not fit the socket buffers): stop now.
     s.signal("TERM");
     assert!(s.wait_log("stopping", Duration::from_secs(10)));
+    // A client that comes now is not answered; it waits in the listen
+    // queue until the server exits.
+    let mut late = s.open();
+    let late = std::thread::spawn(move || {
+        let _ = late.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        read_to_close(&mut late)
+    });
     let mut rest = Vec::new();
     c.read_to_end(&mut rest).unwrap();
     let total = first.len() + rest.len();
     let head_len = first.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    assert_eq!(total - head_len, data.len(), "the whole body arrived");
-    assert_eq!(s.wait_exit(Duration::from_secs(15)), Some(0));
+    assert_eq!(
+        total - head_len,
+        data.len(),
+        "the whole body arrived over {t:?}"
+    );
+    assert_eq!(s.wait_exit(Duration::from_secs(15)), Some(0), "over {t:?}");
     assert!(s.log_text().contains("marmoset stopped"));
+    assert_eq!(
+        late.join().unwrap(),
+        "",
+        "a new client was served over {t:?}"
+    );
+    assert!(std::net::TcpStream::connect(("127.0.0.1", s.transport_port())).is_err());
 }
 
 #[test]
 fn sigterm_closes_idle_connections_at_once() {
-    let mut s = Server::start(&["--keepalive-timeout", "60"]);
-    let mut idle = s.connect();
+    for t in Transport::all() {
+        sigterm_closes_idle_connections_at_once_over(t);
+    }
+}
+
+fn sigterm_closes_idle_connections_at_once_over(t: Transport) {
+    let mut s = Server::start_over(t, &["--keepalive-timeout", "60"]);
+    let mut idle = s.open();
     idle.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
         .unwrap();
     read_response(&mut idle, false).unwrap();
@@ -274,9 +304,15 @@ fn sigterm_closes_idle_connections_at_once() {
     assert_eq!(
         s.wait_exit(Duration::from_secs(10)),
         Some(0),
-        "did not wait for the idle client"
+        "did not wait for the idle client over {t:?}"
     );
-    assert_eq!(read_to_close(&mut idle), "");
+    // A clean end: over TLS, close_notify before the close.
+    let mut rest = Vec::new();
+    let end = idle.read_to_end(&mut rest);
+    assert!(
+        end.is_ok() && rest.is_empty(),
+        "over {t:?}: {end:?} {rest:?}"
+    );
 }
 
 #[test]
@@ -346,11 +382,17 @@ fn refused_heads_and_leading_empty_lines_are_logged() {
 
 #[test]
 fn sighup_rereads_the_config_and_keeps_serving() {
+    for t in Transport::all() {
+        sighup_rereads_the_config_and_keeps_serving_over(t);
+    }
+}
+
+fn sighup_rereads_the_config_and_keeps_serving_over(t: Transport) {
     let dir = TempDir::new("reload");
     let conf = dir.write("m.conf", "server-name before\n");
     let root = TempDir::new("reloadroot");
     root.write("index.html", "x");
-    let s = Server::start_with_config(&conf, root, &[]);
+    let s = Server::start_with_config_over(t, &conf, root, &[]);
     let supervisor_pid = s.pid();
     assert_eq!(s.get("/", &[]).header("server"), Some("before"));
     std::fs::write(&conf, "server-name after\n").unwrap();
@@ -406,15 +448,21 @@ fn the_log_says_started_and_stopped() {
 
 #[test]
 fn a_reload_lets_kept_alive_clients_finish_in_the_one_process() {
+    for t in Transport::all() {
+        a_reload_lets_kept_alive_clients_finish_in_the_one_process_over(t);
+    }
+}
+
+fn a_reload_lets_kept_alive_clients_finish_in_the_one_process_over(t: Transport) {
     let dir = TempDir::new("reload1");
     let conf = dir.write("m.conf", "server-name before\nkeepalive-timeout 30\n");
     let root = TempDir::new("reload1root");
     root.write("index.html", "x");
-    let s = Server::start_with_config(&conf, root, &[]);
+    let s = Server::start_with_config_over(t, &conf, root, &[]);
     assert!(children(s.pid()).is_empty(), "one worker is one process");
     assert_eq!(s.get("/", &[]).header("server"), Some("before"));
     let settled = fd_count(s.pid());
-    let mut c = s.connect();
+    let mut c = s.open();
     c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     assert_eq!(read_response(&mut c, false).unwrap().status, 200);
     std::fs::write(&conf, "server-name after\nkeepalive-timeout 30\n").unwrap();
@@ -426,7 +474,7 @@ fn a_reload_lets_kept_alive_clients_finish_in_the_one_process() {
         == Some("after")));
     c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     let r = read_response(&mut c, false).expect("the old settings still answer their client");
-    assert_eq!(r.status, 200);
+    assert_eq!(r.status, 200, "over {t:?}");
     assert_eq!(r.header("server"), Some("before"));
     assert_eq!(r.header("connection"), Some("close"));
     assert_eq!(read_to_close(&mut c), "");
@@ -449,12 +497,18 @@ fn a_reload_lets_kept_alive_clients_finish_in_the_one_process() {
 
 #[test]
 fn a_reload_lets_kept_alive_clients_of_replaced_workers_finish() {
-    let s = Server::start(&["--keepalive-timeout", "30", "--workers", "2"]);
+    for t in Transport::all() {
+        a_reload_lets_kept_alive_clients_of_replaced_workers_finish_over(t);
+    }
+}
+
+fn a_reload_lets_kept_alive_clients_of_replaced_workers_finish_over(t: Transport) {
+    let s = Server::start_over(t, &["--keepalive-timeout", "30", "--workers", "2"]);
     assert!(wait_until(Duration::from_secs(10), || children(s.pid())
         .len()
         == 2));
     let old = children(s.pid());
-    let mut c = s.connect();
+    let mut c = s.open();
     c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     assert_eq!(read_response(&mut c, false).unwrap().status, 200);
     s.signal("HUP");
@@ -466,7 +520,7 @@ fn a_reload_lets_kept_alive_clients_of_replaced_workers_finish() {
         == 2));
     c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     let r = read_response(&mut c, false).expect("the old worker still answers its client");
-    assert_eq!(r.status, 200);
+    assert_eq!(r.status, 200, "over {t:?}");
     assert_eq!(r.header("connection"), Some("close"));
     assert_eq!(read_to_close(&mut c), "");
     // With their last clients gone, the old workers exit.

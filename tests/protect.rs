@@ -1,5 +1,6 @@
 //! Protected paths: Basic auth with hashes made by real tools, the failure
-//! limit, and address rules for IPv4 and IPv6 clients.
+//! limit, and address rules for IPv4 and IPv6 clients; the realm's answers
+//! and the address rules over HTTPS too, in a `tls` build.
 
 mod common;
 
@@ -17,8 +18,9 @@ fn tool(cmd: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-/// A root with /admin/ protected by users whose hashes come from openssl and htpasswd.
-fn protected(extra: &[&str]) -> Server {
+/// A root with /admin/ protected by users whose hashes come from openssl
+/// and htpasswd, reached over `t`.
+fn protected(t: Transport, extra: &[&str]) -> Server {
     let root = TempDir::new("auth");
     root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
     root.write("admin/index.html", "admin page");
@@ -45,7 +47,7 @@ fn protected(extra: &[&str]) -> Server {
     let realm = format!("/admin/ \"Device admin\" {}", file.display());
     let mut args = vec!["--auth", realm.as_str(), "--cgi-prefix", "/admin/cgi/"];
     args.extend_from_slice(extra);
-    Server::start_in(root, &args)
+    Server::start_in_over(t, root, &args)
 }
 
 fn basic(user: &str, password: &str) -> String {
@@ -63,7 +65,13 @@ fn basic(user: &str, password: &str) -> String {
 
 #[test]
 fn every_hash_format_opens_the_realm() {
-    let s = protected(&[]);
+    for t in Transport::all() {
+        every_hash_format_opens_the_realm_over(t);
+    }
+}
+
+fn every_hash_format_opens_the_realm_over(t: Transport) {
+    let s = protected(t, &[]);
     for (user, pw) in [
         ("md5", "pw-md5"),
         ("sha256", "pw-sha256"),
@@ -73,13 +81,17 @@ fn every_hash_format_opens_the_realm() {
         ("apr1-openssl", "pw-apr1-openssl"),
     ] {
         let r = s.get("/admin/", &[&basic(user, pw)]);
-        assert_eq!((r.status, r.text().as_str()), (200, "admin page"), "{user}");
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "admin page"),
+            "{user} over {t:?}"
+        );
         // curl's own Basic auth, and the user reaches the script.
-        let (code, _, body) = curl(&["-u", &format!("{user}:{pw}"), &s.url("/admin/cgi/whoami")]);
+        let (code, _, body) = s.curl(&["-u", &format!("{user}:{pw}"), &s.url("/admin/cgi/whoami")]);
         assert_eq!(
             (code, String::from_utf8(body).unwrap()),
             (200, format!("Basic {user}")),
-            "{user}"
+            "{user} over {t:?}"
         );
     }
     assert_eq!(s.get("/index.html", &[]).status, 200, "outside the realm");
@@ -87,9 +99,15 @@ fn every_hash_format_opens_the_realm() {
 
 #[test]
 fn missing_wrong_and_malformed_credentials_get_401() {
-    let s = protected(&[]);
+    for t in Transport::all() {
+        missing_wrong_and_malformed_credentials_get_401_over(t);
+    }
+}
+
+fn missing_wrong_and_malformed_credentials_get_401_over(t: Transport) {
+    let s = protected(t, &[]);
     let r = s.get("/admin/", &[]);
-    assert_eq!(r.status, 401);
+    assert_eq!(r.status, 401, "over {t:?}");
     assert_eq!(
         r.header("www-authenticate"),
         Some("Basic realm=\"Device admin\", charset=\"UTF-8\"")
@@ -101,7 +119,7 @@ fn missing_wrong_and_malformed_credentials_get_401() {
         "Authorization: Bearer abc".into(),
         "Authorization: Basic".into(),
     ] {
-        assert_eq!(s.get("/admin/", &[&h]).status, 401, "{h}");
+        assert_eq!(s.get("/admin/", &[&h]).status, 401, "{h} over {t:?}");
     }
     assert!(
         s.wait_log(
@@ -120,14 +138,21 @@ fn missing_wrong_and_malformed_credentials_get_401() {
 
 #[test]
 fn repeated_failures_are_limited_per_address_and_user() {
-    let s = protected(&[]);
+    for t in Transport::all() {
+        repeated_failures_are_limited_per_address_and_user_over(t);
+    }
+}
+
+fn repeated_failures_are_limited_per_address_and_user_over(t: Transport) {
+    let s = protected(t, &[]);
     for _ in 0..5 {
-        assert_eq!(s.get("/admin/", &[&basic("sha256", "guess")]).status, 401);
+        let status = s.get("/admin/", &[&basic("sha256", "guess")]).status;
+        assert_eq!(status, 401, "over {t:?}");
     }
     let r = s.get("/admin/", &[&basic("sha256", "pw-sha256")]);
     assert_eq!(
         r.status, 429,
-        "even the right password waits once the limit is hit"
+        "even the right password waits once the limit is hit, over {t:?}"
     );
     assert_eq!(
         r.header("retry-after"),
@@ -143,7 +168,7 @@ fn repeated_failures_are_limited_per_address_and_user() {
 
 #[test]
 fn success_is_cached_and_the_file_reread() {
-    let s = protected(&[]);
+    let s = protected(Transport::Plain, &[]);
     let good = basic("bcrypt", "pw-bcrypt");
     for _ in 0..20 {
         assert_eq!(s.get("/admin/", &[&good]).status, 200);
@@ -163,44 +188,68 @@ fn success_is_cached_and_the_file_reread() {
     assert_eq!(s.get("/admin/", &[&basic("bcrypt", "new-pw")]).status, 200);
 }
 
-/// A server on both loopbacks, over a root with `/` and `/admin/`, with
-/// address rules; also returns the port of its `[::1]` listener.
-fn dual_stack_with(rules: &[&str]) -> (Server, u16) {
+/// A server on both loopbacks (over TLS: a plain listener on 127.0.0.1
+/// for the harness, and TLS ones on both), over a root with `/` and
+/// `/admin/`, with address rules; also returns the URL of its `[::1]`
+/// listener for the transport.
+fn dual_stack_with(t: Transport, rules: &[&str]) -> (Server, String) {
     let root = TempDir::new("access");
     root.write("index.html", "x");
     root.write("admin/index.html", "admin");
-    let mut args = vec!["--listen", "127.0.0.1:0", "--listen", "[::1]:0"];
+    let v4 = t.listen("127.0.0.1:0");
+    let v6 = t.listen("[::1]:0");
+    let mut args = vec!["--listen", "127.0.0.1:0"];
+    if t != Transport::Plain {
+        args.extend(["--listen", &v4]);
+    }
+    args.extend(["--listen", &v6]);
     args.extend_from_slice(rules);
-    let s = Server::start_in(root, &args);
-    let v6 = s.ipv6_port();
+    let s = Server::start_in_over(t, root, &args);
+    let v6 = format!("{}://[::1]:{}", t.scheme(), s.ipv6_port());
     (s, v6)
 }
 
 #[test]
 fn address_rules_for_ipv4_and_ipv6_clients() {
-    let (s, v6) = dual_stack_with(&["--allow", "/admin/ 127.0.0.0/8", "--deny", "/admin/ all"]);
-    let (code, _, _) = curl(&[&s.url("/admin/")]);
-    assert_eq!(code, 200, "IPv4 loopback is allowed");
-    let (code, _, _) = curl(&["-g", &format!("http://[::1]:{v6}/admin/")]);
-    assert_eq!(code, 403, "IPv6 loopback is denied");
-    let (code, _, _) = curl(&["-g", &format!("http://[::1]:{v6}/")]);
-    assert_eq!(code, 200, "outside the prefix: allowed");
+    for t in Transport::all() {
+        address_rules_for_ipv4_and_ipv6_clients_over(t);
+    }
+}
 
-    let (s, v6) = dual_stack_with(&["--deny", "/admin 127.0.0.1", "--allow", "/admin ::1/128"]);
-    assert_eq!(s.get("/admin/", &[]).status, 403);
-    assert_eq!(curl(&["-g", &format!("http://[::1]:{v6}/admin/")]).0, 200);
+fn address_rules_for_ipv4_and_ipv6_clients_over(t: Transport) {
+    let rules = ["--allow", "/admin/ 127.0.0.0/8", "--deny", "/admin/ all"];
+    let (s, v6) = dual_stack_with(t, &rules);
+    let (code, _, _) = s.curl(&[&s.url("/admin/")]);
+    assert_eq!(code, 200, "IPv4 loopback is allowed over {t:?}");
+    let (code, _, body) = s.curl(&["-g", &format!("{v6}/admin/")]);
+    assert_eq!(code, 403, "IPv6 loopback is denied over {t:?}");
+    assert_ne!(body, b"admin");
+    let (code, _, _) = s.curl(&["-g", &format!("{v6}/")]);
+    assert_eq!(code, 200, "outside the prefix: allowed over {t:?}");
+
+    let rules = ["--deny", "/admin 127.0.0.1", "--allow", "/admin ::1/128"];
+    let (s, v6) = dual_stack_with(t, &rules);
+    assert_eq!(s.get("/admin/", &[]).status, 403, "over {t:?}");
+    assert_eq!(
+        s.curl(&["-g", &format!("{v6}/admin/")]).0,
+        200,
+        "over {t:?}"
+    );
 }
 
 #[test]
 fn an_ipv4_mapped_block_matches_ipv4_clients() {
-    let (s, v6) = dual_stack_with(&["--deny", "/admin/ ::ffff:127.0.0.0/104"]);
+    let (s, v6) = dual_stack_with(
+        Transport::Plain,
+        &["--deny", "/admin/ ::ffff:127.0.0.0/104"],
+    );
     assert_eq!(
         s.get("/admin/", &[]).status,
         403,
         "127.0.0.1 is in the block"
     );
     assert_eq!(s.get("/", &[]).status, 200);
-    let (code, _, _) = curl(&["-g", &format!("http://[::1]:{v6}/admin/")]);
+    let (code, _, _) = curl(&["-g", &format!("{v6}/admin/")]);
     assert_eq!(code, 200, "::1 is not");
 }
 
@@ -274,7 +323,7 @@ fn the_shipped_device_config_is_valid() {
 
 /// DNS rebinding: with `allowed-hosts`, a request naming another host (in
 /// `Host` or an absolute-form target) gets 421 and nothing of the site;
-/// the device's names, IP literals and localhost are served.
+/// the device's names, its host name, IP literals and localhost are served.
 #[test]
 fn names_other_than_the_devices_get_421() {
     let s = Server::start(&["--allowed-hosts", "router.lan"]);
@@ -293,6 +342,9 @@ fn names_other_than_the_devices_get_421() {
         assert!(!out.contains("hello"), "{host}: {out}");
     }
     let port = s.port;
+    let own = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let own = own.trim();
+    assert!(!own.is_empty() && own != "router.lan");
     for host in [
         "router.lan",
         "ROUTER.LAN:80",
@@ -300,6 +352,8 @@ fn names_other_than_the_devices_get_421() {
         &format!("127.0.0.1:{port}"),
         "localhost",
         "[::1]:80",
+        own,
+        &format!("{own}:{port}"),
     ] {
         let out = get(host);
         assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{host}: {out}");
@@ -366,7 +420,7 @@ fn count(responses: &[Response], status: u16) -> usize {
 
 #[test]
 fn a_cached_login_and_other_users_pass_while_one_is_limited() {
-    let s = protected(&[]);
+    let s = protected(Transport::Plain, &[]);
     let good = basic("bcrypt", "pw-bcrypt");
     assert_eq!(s.get("/admin/", &[&good]).status, 200);
     for i in 0..5 {
@@ -481,7 +535,10 @@ fn on(s: &Server, c: &mut std::net::TcpStream, header: &str) -> u16 {
 #[test]
 fn two_workers_give_the_configured_number_of_tries() {
     // One connection per worker: with a limit of two, each worker takes one.
-    let s = protected(&["--workers", "2", "--max-connections", "2"]);
+    let s = protected(
+        Transport::Plain,
+        &["--workers", "2", "--max-connections", "2"],
+    );
     let mut a = s.connect();
     let mut b = s.connect();
     let mut unauthorized = 0;

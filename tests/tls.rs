@@ -11,60 +11,11 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::tls::*;
 use common::*;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-
-/// A certificate and key made by openssl for `localhost` and 127.0.0.1.
-struct Pair {
-    cert: PathBuf,
-    key: PathBuf,
-}
-
-fn openssl(args: &[&str]) -> std::process::Output {
-    let out = Command::new("openssl")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("openssl is installed");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn make_pair(dir: &TempDir, name: &str) -> Pair {
-    let cert = dir.path().join(format!("{name}.crt"));
-    let key = dir.path().join(format!("{name}.key"));
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-days",
-        "30",
-        "-subj",
-        &format!("/CN={name}"),
-        "-addext",
-        "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        // An end-entity certificate, as a server's is (rustls refuses a CA).
-        "-addext",
-        "basicConstraints=critical,CA:FALSE",
-        "-keyout",
-        key.to_str().unwrap(),
-        "-out",
-        cert.to_str().unwrap(),
-    ]);
-    Pair { cert, key }
-}
+use rustls::pki_types::ServerName;
 
 /// A server with a plain listener (found by the harness) and a TLS one.
 struct Tls {
@@ -95,7 +46,7 @@ impl Tls {
         ];
         args.extend_from_slice(extra);
         let server = Server::start_in(root, &args);
-        let port = tls_port(&server);
+        let port = tls_port_on(&server, "127.0.0.1");
         Tls {
             server,
             port,
@@ -116,17 +67,18 @@ impl Tls {
     }
 
     /// A TLS client connection checked against the server's certificate.
-    fn connect(&self) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
-        let tcp = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let name = ServerName::try_from("localhost").unwrap();
-        let conn = rustls::ClientConnection::new(client_config(&self.ca), name).unwrap();
-        rustls::StreamOwned::new(conn, tcp)
+    fn connect(&self) -> Stream {
+        connect(self.port, client_config(&self.ca))
     }
 
     /// `openssl s_client` making one HTTP/1.0 request, so that it stays
     /// until the server has sent everything (TLS 1.3 tickets come last).
     fn s_client(&self, args: &[&str]) -> String {
+        self.s_client_asking(b"HEAD / HTTP/1.0\r\n\r\n", args)
+    }
+
+    /// `s_client` sending `request`; what it printed.
+    fn s_client_asking(&self, request: &[u8], args: &[&str]) -> String {
         let connect = format!("127.0.0.1:{}", self.port);
         let mut child = Command::new("openssl")
             .args(["s_client", "-connect", &connect, "-servername", "localhost"])
@@ -137,11 +89,7 @@ impl Tls {
             .stderr(Stdio::piped())
             .spawn()
             .expect("openssl is installed");
-        let _ = child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"HEAD / HTTP/1.0\r\n\r\n");
+        let _ = child.stdin.take().unwrap().write_all(request);
         let out = child.wait_with_output().unwrap();
         format!(
             "{}{}",
@@ -155,34 +103,6 @@ impl Tls {
         assert_eq!(code, 200, "log:\n{}", self.server.log_text());
         assert!(String::from_utf8_lossy(&body).contains("hello"));
     }
-}
-
-/// The TLS listener's port, from the log line `listening on ADDR (TLS)`.
-fn tls_port(s: &Server) -> u16 {
-    let found = wait_until(start_deadline(), || s.log_text().contains(" (TLS)"));
-    assert!(found, "no TLS listener; log:\n{}", s.log_text());
-    s.log_text()
-        .lines()
-        .find_map(|l| {
-            let addr = l.split("listening on ").nth(1)?.strip_suffix(" (TLS)")?;
-            addr.rsplit(':').next()?.parse().ok()
-        })
-        .expect("the TLS listener's port")
-}
-
-fn client_config(ca: &Path) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Arc::new(config)
 }
 
 /// The certificate a new handshake gets, as PEM.
@@ -318,6 +238,115 @@ fn sessions_resume_with_tickets_and_session_ids() {
     }
 }
 
+/// Asks `/cgi-bin/pid` (the worker's pid: a script's parent) with
+/// `s_client` and `args`; whether the session was resumed, and the pid.
+fn resumed_on(t: &Tls, args: &[&str]) -> (bool, i32) {
+    let out = t.s_client_asking(b"GET /cgi-bin/pid HTTP/1.0\r\n\r\n", args);
+    let resumed = out.contains("Reused, TLS");
+    assert!(resumed || out.contains("New, TLS"), "{args:?}:\n{out}");
+    let pid = out
+        .split("\r\n\r\n")
+        .nth(1)
+        .and_then(|b| b.split_whitespace().next())
+        .and_then(|p| p.parse().ok());
+    (resumed, pid.unwrap_or_else(|| panic!("no pid:\n{out}")))
+}
+
+fn kill(signal: &str, pid: i32) {
+    let ok = Command::new("kill")
+        .args(["-s", signal, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -s {signal} {pid}");
+}
+
+/// A root whose `/cgi-bin/pid` answers with the pid of the worker.
+fn pid_root() -> TempDir {
+    let root = TempDir::new("tlsroot");
+    root.write("index.html", "hello\n");
+    script(
+        &root,
+        "pid",
+        "printf 'Content-Type: text/plain\\r\\n\\r\\n%s\\n' \"$PPID\"\n",
+    );
+    root
+}
+
+/// With two workers, a session one made resumes on the other, by TLS 1.3
+/// and TLS 1.2 tickets: every worker has the server's ticket keys. The
+/// worker that made it is stopped (SIGSTOP), so the other takes every
+/// connection. A reload keeps the keys: the new workers resume it too.
+#[test]
+fn sessions_resume_on_another_worker_and_after_a_reload() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start_in(pid_root(), &make_pair(&dir, "device"), &["--workers", "2"]);
+    let two = || {
+        wait_until(Duration::from_secs(10), || {
+            children(t.server.pid()).len() == 2
+        })
+    };
+    assert!(two());
+    let workers = children(t.server.pid());
+    let mut sessions = Vec::new();
+    for version in ["-tls1_3", "-tls1_2"] {
+        let sess = dir.path().join(format!("sess{version}.pem"));
+        let sess = sess.to_str().unwrap().to_string();
+        let (resumed, maker) = resumed_on(&t, &[version, "-sess_out", &sess]);
+        assert!(!resumed && workers.contains(&maker), "{version}: {maker}");
+        let other = *workers.iter().find(|&&w| w != maker).unwrap();
+        kill("STOP", maker);
+        let mut got = Vec::new();
+        for _ in 0..10 {
+            got.push(resumed_on(&t, &[version, "-sess_in", &sess]));
+        }
+        kill("CONT", maker);
+        assert!(
+            got.iter().all(|&g| g == (true, other)),
+            "{version}: made on {maker}, (resumed, worker) on {other}: {got:?}"
+        );
+        sessions.push((version, sess));
+    }
+    t.server.signal("HUP");
+    assert!(wait_until(Duration::from_secs(10), || {
+        let now = children(t.server.pid());
+        now.len() == 2 && now.iter().all(|p| !workers.contains(p))
+    }));
+    let new = children(t.server.pid());
+    for (version, sess) in &sessions {
+        let (resumed, on) = resumed_on(&t, &[version, "-sess_in", sess]);
+        assert!(resumed && new.contains(&on), "{version} after the reload");
+    }
+}
+
+/// One process: its reload makes new settings and keeps the ticket keys.
+#[test]
+fn a_reload_of_the_one_process_keeps_its_sessions() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start_in(pid_root(), &make_pair(&dir, "device"), &[]);
+    for version in ["-tls1_3", "-tls1_2"] {
+        let sess = dir.path().join(format!("one{version}.pem"));
+        let sess = sess.to_str().unwrap();
+        let (resumed, _) = resumed_on(&t, &[version, "-sess_out", sess]);
+        assert!(!resumed);
+        let reloads = t
+            .server
+            .log_text()
+            .matches("reloading configuration")
+            .count();
+        t.server.signal("HUP");
+        assert!(wait_until(Duration::from_secs(10), || {
+            t.server
+                .log_text()
+                .matches("reloading configuration")
+                .count()
+                > reloads
+        }));
+        let (resumed, _) = resumed_on(&t, &[version, "-sess_in", sess]);
+        assert!(resumed, "{version} after the reload");
+    }
+}
+
 #[test]
 fn keep_alive_pipelining_ranges_and_large_files_over_https() {
     let dir = TempDir::new("pair");
@@ -427,6 +456,8 @@ fn the_self_signed_certificate_is_made_once_with_the_names_and_reused() {
         "--tls-self-signed",
         "--tls-names",
         "device.lan 192.0.2.7 fd00::7",
+        "--allowed-hosts",
+        "localhost",
     ];
     let first = Tls::start(&pair, &extra);
     assert!(first.server.log_text().contains("self-signed certificate"));
@@ -461,7 +492,34 @@ fn the_self_signed_certificate_is_made_once_with_the_names_and_reused() {
         &format!("device.lan:{}:127.0.0.1", first.port),
         &format!("https://device.lan:{}/", first.port),
     ]);
-    assert_eq!(code, 200, "the name from tls-names is in the certificate");
+    assert_eq!(
+        code, 200,
+        "the name from tls-names is in the certificate, and allowed"
+    );
+    // So is the host name (when it is a DNS name), the certificate's
+    // first: also allowed.
+    let own = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let own = own.trim().to_ascii_lowercase();
+    let dns = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'.';
+    if !own.is_empty() && own.bytes().all(dns) {
+        assert!(text.contains(&format!("DNS:{own}")), "{own}:\n{text}");
+        let (code, _, _) = curl(&[
+            "--cacert",
+            pair.cert.to_str().unwrap(),
+            "--resolve",
+            &format!("{own}:{}:127.0.0.1", first.port),
+            &format!("https://{own}:{}/", first.port),
+        ]);
+        assert_eq!(code, 200, "the host name {own}");
+    }
+    let (code, _, _) = curl(&[
+        "--cacert",
+        pair.cert.to_str().unwrap(),
+        "-H",
+        "Host: other.lan",
+        &first.url("/"),
+    ]);
+    assert_eq!(code, 421, "a name neither listed nor the device's");
     let made = (
         std::fs::read(&pair.cert).unwrap(),
         std::fs::read(&pair.key).unwrap(),

@@ -1,5 +1,6 @@
 //! Device UI serving: precompressed variants and negotiation, gzip-only
-//! trees, SPA routes, redirects, cache and header rules, error pages, listing.
+//! trees, SPA routes, redirects, cache and header rules, error pages,
+//! listing. Variants are checked over HTTPS too, in a `tls` build.
 
 mod common;
 
@@ -80,10 +81,16 @@ fn a_variant_made_later_is_found() {
 
 #[test]
 fn the_best_variant_is_served_with_one_encoding_and_vary() {
+    for t in Transport::all() {
+        the_best_variant_is_served_over(t);
+    }
+}
+
+fn the_best_variant_is_served_over(t: Transport) {
     let root = variants_root();
     let br = std::fs::read(root.path().join("app.3f2a9c1b.js.br")).unwrap();
     let gz = std::fs::read(root.path().join("app.3f2a9c1b.js.gz")).unwrap();
-    let s = Server::start_in(root, &[]);
+    let s = Server::start_in_over(t, root, &[]);
     let get = |ae: Option<&str>| {
         let h = ae.map(|v| format!("Accept-Encoding: {v}"));
         s.get(
@@ -112,8 +119,8 @@ fn the_best_variant_is_served_with_one_encoding_and_vary() {
     let mut etags = std::collections::HashSet::new();
     for (ae, want) in rows {
         let r = get(*ae);
-        assert_eq!(r.status, 200, "{ae:?}");
-        assert_eq!(r.header("content-encoding"), *want, "{ae:?}");
+        assert_eq!(r.status, 200, "{ae:?} over {t:?}");
+        assert_eq!(r.header("content-encoding"), *want, "{ae:?} over {t:?}");
         assert_eq!(
             r.headers
                 .iter()
@@ -124,7 +131,7 @@ fn the_best_variant_is_served_with_one_encoding_and_vary() {
         assert_eq!(
             r.header("vary"),
             Some("Accept-Encoding"),
-            "{ae:?}: Vary on every variant, identity too"
+            "{ae:?} over {t:?}: Vary on every variant, identity too"
         );
         assert_eq!(
             r.header("content-type"),
@@ -136,7 +143,12 @@ fn the_best_variant_is_served_with_one_encoding_and_vary() {
             Some("gzip") => &gz,
             _ => APP_JS.as_bytes(),
         };
-        assert_eq!(r.body, expected, "{ae:?}");
+        assert_eq!(r.body, expected, "{ae:?} over {t:?}");
+        assert_eq!(
+            r.header("content-length"),
+            Some(expected.len().to_string().as_str()),
+            "{ae:?} over {t:?}"
+        );
         etags.insert((
             want.map(str::to_string),
             r.header("etag").unwrap().to_string(),
@@ -149,7 +161,7 @@ fn the_best_variant_is_served_with_one_encoding_and_vary() {
         "each representation has its own ETag: {etags:?}"
     );
     // curl decodes what it asked for.
-    let (code, headers, body) = curl(&["--compressed", &s.url("/app.3f2a9c1b.js")]);
+    let (code, headers, body) = s.curl(&["--compressed", &s.url("/app.3f2a9c1b.js")]);
     assert_eq!(code, 200);
     assert!(headers.to_ascii_lowercase().contains("content-encoding:"));
     assert_eq!(body, APP_JS.as_bytes());
@@ -157,14 +169,20 @@ fn the_best_variant_is_served_with_one_encoding_and_vary() {
 
 #[test]
 fn ranges_and_conditions_apply_to_the_variant_served() {
+    for t in Transport::all() {
+        ranges_and_conditions_apply_to_the_variant_served_over(t);
+    }
+}
+
+fn ranges_and_conditions_apply_to_the_variant_served_over(t: Transport) {
     let root = variants_root();
     let br = std::fs::read(root.path().join("app.3f2a9c1b.js.br")).unwrap();
-    let s = Server::start_in(root, &[]);
+    let s = Server::start_in_over(t, root, &[]);
     let r = s.get(
         "/app.3f2a9c1b.js",
         &["Accept-Encoding: br", "Range: bytes=0-3"],
     );
-    assert_eq!(r.status, 206);
+    assert_eq!(r.status, 206, "over {t:?}");
     assert_eq!(r.body, &br[..4]);
     assert_eq!(
         r.header("content-range"),
@@ -205,6 +223,12 @@ fn a_variant_older_than_its_original_is_ignored() {
 
 #[test]
 fn a_gzip_only_tree_serves_both_kinds_of_client() {
+    for t in Transport::all() {
+        a_gzip_only_tree_serves_both_kinds_of_client_over(t);
+    }
+}
+
+fn a_gzip_only_tree_serves_both_kinds_of_client_over(t: Transport) {
     let root = TempDir::new("gzonly");
     root.write("index.html", "i");
     let big: String = (0..20_000)
@@ -225,17 +249,18 @@ fn a_gzip_only_tree_serves_both_kinds_of_client() {
         );
     }
     let gz = std::fs::read(root.path().join("big.txt.gz")).unwrap();
-    let s = Server::start_in(root, &[]);
+    let s = Server::start_in_over(t, root, &[]);
     // Accepts gzip: the file as is.
     let r = s.get("/big.txt", &["Accept-Encoding: gzip"]);
     assert_eq!(
         (r.status, r.header("content-encoding")),
-        (200, Some("gzip"))
+        (200, Some("gzip")),
+        "over {t:?}"
     );
     assert_eq!(r.body, gz);
     assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
     // Does not: decompressed on the fly, with the exact length, on a kept-alive connection.
-    let mut c = s.connect();
+    let mut c = s.open();
     for path in ["/big.txt", "/data.json", "/big.txt"] {
         c.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
             .unwrap();
@@ -248,7 +273,7 @@ fn a_gzip_only_tree_serves_both_kinds_of_client() {
         } else {
             big.clone()
         };
-        assert_eq!(r.text(), want, "{path}");
+        assert_eq!(r.text(), want, "{path} over {t:?}");
     }
     // Its own ETag and conditional requests.
     let e_identity = s.get("/data.json", &[]).header("etag").unwrap().to_string();
@@ -263,8 +288,8 @@ fn a_gzip_only_tree_serves_both_kinds_of_client() {
             .status,
         304
     );
-    let (code, _, body) = curl(&[&s.url("/big.txt")]);
-    assert_eq!((code, body), (200, big.into_bytes()));
+    let (code, _, body) = s.curl(&[&s.url("/big.txt")]);
+    assert_eq!((code, body), (200, big.into_bytes()), "over {t:?}");
 }
 
 #[test]

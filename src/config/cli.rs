@@ -64,7 +64,8 @@ command line.
 Listening and files:
   --listen ADDR:PORT           address to listen on; repeatable (default 0.0.0.0:80, [::]:80);
                                \"ADDR:PORT tls\" for HTTPS
-  --allowed-hosts NAMES        the device's names; other Host names get 421 (default off)
+  --allowed-hosts NAMES        the device's names (also its host name and tls-names);
+                               other Host names get 421 (default off)
   --root DIR                   document root (default /www)
   --index NAMES                directory index files (default index.html)
   --symlinks inside|anywhere   where symlinks may lead (default inside)
@@ -153,6 +154,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Action, ConfigE
         applier.apply(key, value, &Origin::Flag)?;
     }
     config.tls.finish()?;
+    // The names `tls-self-signed` makes the certificate for are the device's.
+    if let (Some(hosts), Some(_)) = (&mut config.allowed_hosts, &config.tls.self_signed) {
+        hosts.add(&config.tls.names);
+    }
     // Scripts run in their own directory, and the root is named in their
     // environment: a relative root would point elsewhere from there.
     config.root = std::path::absolute(&config.root).map_err(|e| ConfigError {

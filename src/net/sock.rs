@@ -230,6 +230,28 @@ impl Sock {
         self.flush(tls).await
     }
 
+    /// Completes the handshake of a TLS connection before its first
+    /// request is read, so that a handshaking client holds its record
+    /// layer and nothing more (no head buffer, no request frame). Its
+    /// tickets go out before it returns.
+    pub async fn handshake(&self, deadline: Instant) -> Result<(), End> {
+        let Some(tls) = &self.tls else {
+            return Ok(());
+        };
+        loop {
+            let advanced = tls.borrow_mut().advance();
+            if advanced.is_err() {
+                return Err(self.broken(tls).await);
+            }
+            if !tls.borrow().is_handshaking() {
+                return self.flush(tls).await;
+            }
+            if !self.receive(tls, deadline).await? {
+                return Err(End::Closed);
+            }
+        }
+    }
+
     /// Reads decrypted bytes into `buf`, reading records until `deadline`.
     /// Handshake records (and tickets) go out before each wait.
     async fn read_decrypted(
@@ -243,23 +265,28 @@ impl Sock {
             match got {
                 Ok(Some(n)) => return Ok(n),
                 Ok(None) => {}
-                Err(_) => {
-                    // The alert that says why, then a clean close: a failed
-                    // handshake is not a request and gets no answer.
-                    let _ = self.flush(tls).await;
-                    let handshaking = tls.borrow().is_handshaking();
-                    return Err(if handshaking { End::Refused } else { End::Io });
-                }
+                Err(_) => return Err(self.broken(tls).await),
             }
-            self.flush(tls).await?;
+            if !self.receive(tls, deadline).await? {
+                return Ok(0);
+            }
+        }
+    }
+
+    /// Writes what is pending, then waits until `deadline` for the client
+    /// to send more and reads it into the record layer; `false` at the end
+    /// of the stream.
+    async fn receive(&self, tls: &std::cell::RefCell<Tls>, deadline: Instant) -> Result<bool, End> {
+        self.flush(tls).await?;
+        loop {
             let received = tls.borrow_mut().read_from(self.stream.get_ref());
             match received {
-                Ok(0) => return Ok(0),
+                Ok(0) => return Ok(false),
                 Ok(_) if tls.borrow().not_tls() => {
                     log::debug!("{}: not TLS on a TLS port; closing", self.peer);
                     return Err(End::Refused);
                 }
-                Ok(_) => {}
+                Ok(_) => return Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     within(self.deadlines, deadline, self.stream.readable())
                         .await
@@ -268,6 +295,17 @@ impl Sock {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// The record layer failed: the alert that says why, then a clean
+    /// close. A failed handshake is not a request and gets no answer.
+    async fn broken(&self, tls: &std::cell::RefCell<Tls>) -> End {
+        let _ = self.flush(tls).await;
+        if tls.borrow().is_handshaking() {
+            End::Refused
+        } else {
+            End::Io
         }
     }
 }

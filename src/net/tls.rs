@@ -107,6 +107,15 @@ impl Tls {
         Ok(self.peer_closed.then_some(0))
     }
 
+    /// Processes what was received (handshake records, and data kept for
+    /// `read`).
+    pub fn advance(&mut self) -> Result<(), Broken> {
+        if let Reached::Closed = self.pump(Job::Read)? {
+            self.peer_closed = true;
+        }
+        Ok(())
+    }
+
     /// Encrypts `data` for sending; `false` if the handshake is not done
     /// (nothing to send on yet).
     pub fn encrypt(&mut self, data: &[u8]) -> Result<bool, Broken> {

@@ -3,9 +3,14 @@
 //! as `Host`. Only the device's own names, IP literals and `localhost` are
 //! answered; any other name gets 421 Misdirected Request (RFC 9110 section
 //! 15.5.20: this server is not the one that name is for), so the page can
-//! read nothing of the admin UI.
+//! read nothing of the admin UI. The device's names are those listed, the
+//! names its self-signed certificate is made for (`tls-names`), and the
+//! kernel's host name: the name the device gives itself, which a page
+//! elsewhere does not own.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::sys;
 
 /// The `allowed-hosts` setting: the names the device answers to.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,19 +23,22 @@ impl AllowedHosts {
             .split_whitespace()
             .map(|n| n.trim_end_matches('.').to_ascii_lowercase())
             .collect();
-        let valid = |n: &String| {
-            !n.is_empty()
-                && n.split('.').all(|label| {
-                    !label.is_empty()
-                        && label
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                })
-        };
-        match names.iter().find(|n| !valid(n)) {
+        match names.iter().find(|n| !is_host_name(n)) {
             _ if names.is_empty() => Err("expected host names, e.g. `router.lan`, or `off`".into()),
             Some(bad) => Err(format!("`{bad}` is not a host name")),
             None => Ok(AllowedHosts(names)),
+        }
+    }
+
+    /// Also allows those of `names` that are host names (addresses pass
+    /// anyway; a wildcard is not one name).
+    pub fn add(&mut self, names: &[String]) {
+        for n in names {
+            let n = n.trim_end_matches('.').to_ascii_lowercase();
+            let address = n.parse::<std::net::IpAddr>().is_ok();
+            if !address && is_host_name(&n) && !self.0.contains(&n) {
+                self.0.push(n);
+            }
         }
     }
 
@@ -61,7 +69,25 @@ impl AllowedHosts {
             || name.eq_ignore_ascii_case("localhost")
             || (b.len() > local.len() && b[b.len() - local.len()..].eq_ignore_ascii_case(local))
             || self.0.iter().any(|n| n.eq_ignore_ascii_case(name))
+            || is_the_kernels(name)
     }
+}
+
+/// Whether `name` is the host name now (looked up only for a name not
+/// otherwise allowed: one call that requests by the listed names skip).
+fn is_the_kernels(name: &str) -> bool {
+    !name.is_empty()
+        && sys::host_name().is_some_and(|h| h.trim_end_matches('.').eq_ignore_ascii_case(name))
+}
+
+fn is_host_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
 }
 
 fn is_port(s: &str) -> bool {
@@ -102,6 +128,21 @@ mod tests {
         ] {
             assert!(!hosts.allows(bad.as_bytes()), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_kernels_host_name_and_added_names_pass() {
+        let mut hosts = AllowedHosts::parse("router.lan").unwrap();
+        if let Some(own) = sys::host_name().filter(|h| is_host_name(h)) {
+            assert!(hosts.allows(own.to_ascii_uppercase().as_bytes()), "{own}");
+            assert!(!hosts.allows(format!("{own}.evil.example").as_bytes()));
+        }
+        assert!(!hosts.allows(b"device.lan"));
+        let extra = ["Device.LAN".into(), "192.0.2.7".into(), "*.lan".into()];
+        hosts.add(&extra);
+        assert!(hosts.allows(b"device.lan:443"));
+        assert!(!hosts.allows(b"other.lan"), "no wildcard");
+        assert_eq!(hosts.0, ["router.lan", "device.lan"]);
     }
 
     #[test]

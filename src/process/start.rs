@@ -89,13 +89,15 @@ fn start(mut config: Config) -> Result<u8, String> {
         config.root = "/".into();
     }
     log::info!("marmoset {} started", env!("CARGO_PKG_VERSION"));
+    // Before any fork: every worker gets the same ticket keys.
+    let shared = worker::Shared::new(&config)?;
     if config.workers > 1 {
-        return Ok(supervisor::Supervisor::new(config, sockets, pidfile).run() as u8);
+        return Ok(supervisor::Supervisor::new(config, sockets, pidfile, shared).run() as u8);
     }
     // One worker is the whole server: no supervisor process. A crash is
     // init's to restart (procd respawn, systemd Restart=, inittab respawn).
     let listeners = sockets.into_iter().flatten().collect();
-    let code = worker::run_alone(config, listeners, supervisor::prepare_reload);
+    let code = worker::run_alone(config, listeners, supervisor::prepare_reload, shared);
     if let Some(p) = pidfile {
         p.remove();
     }

@@ -29,6 +29,8 @@ pub struct Supervisor {
     respawn: Vec<(usize, Instant)>,
     /// Removed (or emptied) when the supervisor returns.
     pidfile: Option<sys::Pidfile>,
+    /// Given to every worker forked, whatever the generation.
+    shared: worker::Shared,
 }
 
 impl Supervisor {
@@ -36,6 +38,7 @@ impl Supervisor {
         config: Config,
         sockets: Vec<Vec<OwnedFd>>,
         pidfile: Option<sys::Pidfile>,
+        shared: worker::Shared,
     ) -> Supervisor {
         Supervisor {
             config,
@@ -44,6 +47,7 @@ impl Supervisor {
             retiring: Vec::new(),
             respawn: Vec::new(),
             pidfile,
+            shared,
         }
     }
 
@@ -81,6 +85,7 @@ impl Supervisor {
                 .iter()
                 .map(|(_, at)| *at)
                 .chain(stop_deadline)
+                .chain(self.shared.next_turn())
                 .min();
             let wait = next.map_or(PollTimeout::NONE, |at| {
                 PollTimeout::try_from(
@@ -125,6 +130,9 @@ impl Supervisor {
                 }
             }
             self.respawn_due();
+            // Old ticket keys go here too: workers forked later derive
+            // theirs from what the supervisor holds.
+            self.shared.turn();
         }
     }
 
@@ -139,7 +147,7 @@ impl Supervisor {
                 let mine = std::mem::take(&mut self.sockets[slot]);
                 // The other slots' sockets belong to the other workers.
                 self.sockets.clear();
-                worker::run(config, mine, slot, workers)
+                worker::run(config, mine, slot, workers, self.shared.clone())
             }
             ForkResult::Parent { child } => {
                 self.workers.push((child, slot));

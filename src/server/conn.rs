@@ -127,6 +127,16 @@ enum Next {
 
 impl Conn {
     async fn run(&mut self) {
+        #[cfg(feature = "tls")]
+        match self
+            .sock
+            .handshake(Instant::now() + self.w.config.header_timeout)
+            .await
+        {
+            Ok(()) => {}
+            Err(End::Refused) => return self.linger().await,
+            Err(_) => return,
+        }
         loop {
             if self.input.is_empty() {
                 self.input.release();
@@ -136,6 +146,11 @@ impl Conn {
                     self.w.config.keepalive_timeout
                 };
                 if !self.wait_for_request(limit).await {
+                    // Idle, timed out or stopping: over TLS still a
+                    // close_notify (RFC 8446 6.1), so the client can tell
+                    // the last response was not cut off.
+                    #[cfg(feature = "tls")]
+                    self.sock.end_tls().await;
                     return;
                 }
             }

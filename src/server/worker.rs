@@ -34,39 +34,93 @@ enum Role {
 /// (makes a missing self-signed pair); the process layer supplies it.
 pub type Prepare = fn(&mut Config) -> Result<(), String>;
 
+/// What every process of a server shares, made once before the workers
+/// are forked and kept by reloads: the TLS session ticket keys, so that a
+/// session one worker began resumes on any.
+#[derive(Clone, Default)]
+pub struct Shared {
+    #[cfg(feature = "tls")]
+    tickets: Option<std::sync::Arc<crate::tls::tickets::Keys>>,
+}
+
+impl Shared {
+    pub fn new(config: &Config) -> Result<Shared, String> {
+        #[cfg(feature = "tls")]
+        let tickets = if config.tls.enabled() {
+            Some(std::sync::Arc::new(crate::tls::tickets::Keys::new()?))
+        } else {
+            None
+        };
+        #[cfg(not(feature = "tls"))]
+        let _ = config;
+        Ok(Shared {
+            #[cfg(feature = "tls")]
+            tickets,
+        })
+    }
+
+    /// When `turn` next has something to do.
+    pub fn next_turn(&self) -> Option<std::time::Instant> {
+        #[cfg(feature = "tls")]
+        return self.tickets.as_ref().map(|k| k.next_turn());
+        #[cfg(not(feature = "tls"))]
+        None
+    }
+
+    /// Lets go of the ticket keys of periods past.
+    pub fn turn(&self) {
+        #[cfg(feature = "tls")]
+        if let Some(keys) = &self.tickets {
+            keys.turn(std::time::Instant::now());
+        }
+    }
+}
+
 /// Runs a forked worker until it is told to stop; never returns.
-pub fn run(config: &'static Config, listeners: Vec<OwnedFd>, slot: usize, workers: usize) -> ! {
+pub fn run(
+    config: &'static Config,
+    listeners: Vec<OwnedFd>,
+    slot: usize,
+    workers: usize,
+    shared: Shared,
+) -> ! {
     sys::die_with_parent();
     let role = Role::Forked;
-    std::process::exit(serve(config, listeners, slot, workers, role, |_| Ok(())))
+    let place = Place { slot, workers };
+    std::process::exit(serve(config, listeners, place, role, |_| Ok(()), shared))
 }
 
 /// Runs the whole server in this process (`workers 1`); the exit status.
-pub fn run_alone(config: Config, listeners: Vec<OwnedFd>, prepare: Prepare) -> i32 {
-    serve(
-        Box::leak(Box::new(config)),
-        listeners,
-        0,
-        1,
-        Role::Alone,
-        prepare,
-    )
+pub fn run_alone(config: Config, listeners: Vec<OwnedFd>, prepare: Prepare, shared: Shared) -> i32 {
+    let place = Place {
+        slot: 0,
+        workers: 1,
+    };
+    let config = Box::leak(Box::new(config));
+    serve(config, listeners, place, Role::Alone, prepare, shared)
+}
+
+/// Which worker of how many.
+#[derive(Clone, Copy)]
+struct Place {
+    slot: usize,
+    workers: usize,
 }
 
 fn serve(
     config: &'static Config,
     listeners: Vec<OwnedFd>,
-    slot: usize,
-    workers: usize,
+    place: Place,
     role: Role,
     prepare: Prepare,
+    shared: Shared,
 ) -> i32 {
     let deadlines: &'static Deadlines = Box::leak(Box::default());
     #[cfg(feature = "tls")]
     let https_port = https_port(config, &listeners);
     #[cfg(not(feature = "tls"))]
     let https_port = None;
-    let worker = match generation(config, slot, workers, deadlines, https_port) {
+    let worker = match generation(config, place, deadlines, https_port, &shared) {
         Ok(w) => w,
         Err(e) => {
             log::error!("{e}");
@@ -74,32 +128,47 @@ fn serve(
         }
     };
     let ex = Rc::new(LocalExecutor::new());
+    // Old ticket keys go at each period's end, whether or not this
+    // process seals a ticket meanwhile.
+    if let Some(first) = shared.next_turn() {
+        let shared = shared.clone();
+        ex.spawn(async move {
+            let mut at = first;
+            loop {
+                Timer::at(at).await;
+                shared.turn();
+                at = shared.next_turn().unwrap_or(at);
+            }
+        })
+        .detach();
+    }
     async_io::block_on(ex.run(run_until_stopped(
         worker,
         ex.clone(),
         listeners,
         role,
         prepare,
+        shared,
     )))
 }
 
 /// The state of one worker, or of one generation of the one process.
 fn generation(
     config: &'static Config,
-    slot: usize,
-    workers: usize,
+    place: Place,
     deadlines: &'static Deadlines,
     https_port: Option<u16>,
+    shared: &Shared,
 ) -> Result<&'static Worker, String> {
     #[allow(unused_mut)]
-    let mut worker = Worker::new(config, slot, workers, deadlines);
+    let mut worker = Worker::new(config, place.slot, place.workers, deadlines);
     #[cfg(feature = "tls")]
     {
-        worker.tls = tls_acceptor(config)?;
+        worker.tls = tls_acceptor(config, shared)?;
         worker.site.https_port = https_port;
     }
     #[cfg(not(feature = "tls"))]
-    let _ = https_port;
+    let _ = (https_port, shared);
     Ok(Box::leak(Box::new(worker)))
 }
 
@@ -109,6 +178,7 @@ async fn run_until_stopped(
     listeners: Vec<OwnedFd>,
     role: Role,
     prepare: Prepare,
+    shared: Shared,
 ) -> i32 {
     let signals = match SignalFd::with_flags(
         &sys::handled_signals(),
@@ -155,7 +225,7 @@ async fn run_until_stopped(
         match signal.map(|s| Signal::try_from(s.ssi_signo as i32)) {
             Ok(Ok(Signal::SIGTERM | Signal::SIGINT)) => break,
             Ok(Ok(Signal::SIGHUP)) if role == Role::Alone => {
-                if let Some(next) = reload(w, prepare) {
+                if let Some(next) = reload(w, prepare, &shared) {
                     w.set_retiring();
                     old.push(w);
                     w = next;
@@ -191,7 +261,7 @@ async fn run_until_stopped(
 
 /// The next generation, from the configuration as it is now; `None`
 /// (logged) keeps the running one.
-fn reload(w: &'static Worker, prepare: Prepare) -> Option<&'static Worker> {
+fn reload(w: &'static Worker, prepare: Prepare, shared: &Shared) -> Option<&'static Worker> {
     let mut config = cli::reread(w.config)?;
     #[cfg(feature = "tls")]
     let https_port = w.site.https_port;
@@ -199,7 +269,11 @@ fn reload(w: &'static Worker, prepare: Prepare) -> Option<&'static Worker> {
     let https_port = None;
     let made = prepare(&mut config).and_then(|()| {
         let config: &'static Config = Box::leak(Box::new(config));
-        generation(config, 0, 1, w.deadlines, https_port)
+        let place = Place {
+            slot: 0,
+            workers: 1,
+        };
+        generation(config, place, w.deadlines, https_port, shared)
     });
     made.map_err(|e| log::error!("reload failed, keeping the running configuration: {e}"))
         .ok()
@@ -349,12 +423,16 @@ async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
 
 /// The rustls settings for this worker's TLS listeners, if it has any.
 #[cfg(feature = "tls")]
-fn tls_acceptor(config: &Config) -> Result<Option<crate::tls::acceptor::Acceptor>, String> {
-    match &config.tls.pair {
-        Some(pair) if config.tls.enabled() => {
-            crate::tls::acceptor::Acceptor::new(pair.clone()).map(Some)
+fn tls_acceptor(
+    config: &Config,
+    shared: &Shared,
+) -> Result<Option<crate::tls::acceptor::Acceptor>, String> {
+    match (&config.tls.pair, &shared.tickets) {
+        (Some(pair), Some(tickets)) if config.tls.enabled() => {
+            crate::tls::acceptor::Acceptor::new(pair.clone(), tickets.clone()).map(Some)
         }
-        _ if config.tls.enabled() => Err("TLS listener without a certificate".into()),
+        (None, _) if config.tls.enabled() => Err("TLS listener without a certificate".into()),
+        (_, None) if config.tls.enabled() => Err("TLS listener without ticket keys".into()),
         _ => Ok(None),
     }
 }

@@ -1,7 +1,7 @@
 //! What a worker's TLS connections share: the rustls server settings
-//! (TLS 1.2 and 1.3, ALPN `http/1.1`, a bounded session cache, tickets)
-//! and the certificate and key, which a reload replaces for the
-//! handshakes that follow while open connections go on.
+//! (TLS 1.2 and 1.3, ALPN `http/1.1`, a bounded session cache, the
+//! server's ticket keys) and the certificate and key, which a reload
+//! replaces for the handshakes that follow while open connections go on.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -28,7 +28,7 @@ impl ResolvesServerCert for Current {
 }
 
 impl Acceptor {
-    pub fn new(pair: Arc<CertifiedKey>) -> Result<Acceptor, String> {
+    pub fn new(pair: Arc<CertifiedKey>, tickets: Arc<tickets::Keys>) -> Result<Acceptor, String> {
         let current = Arc::new(Current(Mutex::new(pair)));
         let provider = Arc::new(provider::provider());
         let mut config = ServerConfig::builder_with_provider(provider)
@@ -38,7 +38,7 @@ impl Acceptor {
             .with_cert_resolver(current.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         config.session_storage = ServerSessionMemoryCache::new(TLS_SESSIONS);
-        config.ticketer = tickets::ticketer()?;
+        config.ticketer = tickets;
         config.send_tls13_tickets = TLS_TICKETS;
         Ok(Acceptor {
             config: Arc::new(config),

@@ -1,10 +1,14 @@
 //! Test harness: starts the real `marmoset` binary on port 0 with a
 //! temporary root, reads the bound port from its log, and kills it on drop.
 //! `MARMOSET_BIN` and `MARMOSET_RUNNER` (e.g. `qemu-aarch64-static`) let the
-//! same tests drive a cross-built binary under qemu-user.
+//! same tests drive a cross-built binary under qemu-user. A server started
+//! `over` a [`Transport`] is reached by `get`, `raw`, `open`, `url` and
+//! `curl` through it, so one test body checks plain HTTP and HTTPS.
 #![allow(dead_code)]
 
 pub mod backend;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -97,11 +101,122 @@ impl Drop for TempDir {
     }
 }
 
+/// How a test reaches the server: plain TCP, or (in a `tls` build) TLS to
+/// a TLS listener beside the plain one the harness waits on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Transport {
+    Plain,
+    #[cfg(feature = "tls")]
+    Tls,
+}
+
+impl Transport {
+    /// Every transport this build serves.
+    pub fn all() -> Vec<Transport> {
+        #[allow(unused_mut)]
+        let mut all = vec![Transport::Plain];
+        #[cfg(feature = "tls")]
+        all.push(Transport::Tls);
+        all
+    }
+
+    pub fn scheme(self) -> &'static str {
+        match self {
+            Transport::Plain => "http",
+            #[cfg(feature = "tls")]
+            Transport::Tls => "https",
+        }
+    }
+
+    /// The `--listen` value for a listener of this transport on `addr`.
+    pub fn listen(self, addr: &str) -> String {
+        match self {
+            Transport::Plain => addr.to_string(),
+            #[cfg(feature = "tls")]
+            Transport::Tls => format!("{addr} tls"),
+        }
+    }
+}
+
+/// The TLS side of a server started over [`Transport::Tls`].
+#[cfg(feature = "tls")]
+pub struct TlsEnd {
+    pub port: u16,
+    /// The server's certificate, the only one its clients trust.
+    pub ca: PathBuf,
+    pub client: Arc<rustls::ClientConfig>,
+    _pair: TempDir,
+}
+
 pub struct Server {
     pub child: Child,
+    /// The plain listener's port (the first one logged).
     pub port: u16,
     pub log: Arc<Mutex<String>>,
     pub root: TempDir,
+    pub transport: Transport,
+    #[cfg(feature = "tls")]
+    pub tls: Option<TlsEnd>,
+}
+
+/// A connection to the server over its transport.
+pub enum Conn {
+    Plain(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<tls::Stream>),
+}
+
+impl Conn {
+    /// Ends what the client sends (close_notify first over TLS).
+    pub fn shutdown_write(&mut self) {
+        match self {
+            Conn::Plain(c) => {
+                let _ = c.shutdown(Shutdown::Write);
+            }
+            #[cfg(feature = "tls")]
+            Conn::Tls(c) => {
+                c.conn.send_close_notify();
+                let _ = c.flush();
+                let _ = c.sock.shutdown(Shutdown::Write);
+            }
+        }
+    }
+
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(c) => c,
+            #[cfg(feature = "tls")]
+            Conn::Tls(c) => &c.sock,
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Plain(c) => c.read(buf),
+            #[cfg(feature = "tls")]
+            Conn::Tls(c) => c.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Plain(c) => c.write(buf),
+            #[cfg(feature = "tls")]
+            Conn::Tls(c) => c.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Conn::Plain(c) => c.flush(),
+            #[cfg(feature = "tls")]
+            Conn::Tls(c) => c.flush(),
+        }
+    }
 }
 
 impl Server {
@@ -118,6 +233,31 @@ impl Server {
 
     /// A server reading `config`, over `root`, with `args` on top.
     pub fn start_with_config(config: &Path, root: TempDir, args: &[&str]) -> Server {
+        Server::start_with_config_over(Transport::Plain, config, root, args)
+    }
+
+    /// `start`, reached over `t`.
+    pub fn start_over(t: Transport, args: &[&str]) -> Server {
+        let root = TempDir::new("root");
+        root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+        Server::start_in_over(t, root, args)
+    }
+
+    /// `start_in`, reached over `t`.
+    pub fn start_in_over(t: Transport, root: TempDir, args: &[&str]) -> Server {
+        Server::start_with_config_over(t, Path::new("/dev/null"), root, args)
+    }
+
+    /// `start_with_config`, reached over `t`. Over TLS the server gets a
+    /// certificate made by openssl and, unless `args` has its own
+    /// `--listen` (a plain one first, where the harness waits), a plain and
+    /// a TLS listener on 127.0.0.1.
+    pub fn start_with_config_over(
+        t: Transport,
+        config: &Path,
+        root: TempDir,
+        args: &[&str],
+    ) -> Server {
         let mut cmd = command();
         cmd.arg("--config")
             .arg(config)
@@ -125,9 +265,34 @@ impl Server {
             .arg(root.path());
         if !args.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
+            if t != Transport::Plain {
+                cmd.args(["--listen", &t.listen("127.0.0.1:0")]);
+            }
         }
+        #[cfg(feature = "tls")]
+        let pair = (t == Transport::Tls).then(|| {
+            let dir = TempDir::new("pair");
+            let pair = tls::make_pair(&dir, "server");
+            cmd.arg("--tls-cert")
+                .arg(&pair.cert)
+                .arg("--tls-key")
+                .arg(&pair.key);
+            (dir, pair)
+        });
         cmd.args(args);
-        Server::spawn(cmd, root)
+        #[allow(unused_mut)]
+        let mut s = Server::spawn(cmd, root);
+        s.transport = t;
+        #[cfg(feature = "tls")]
+        if let Some((dir, pair)) = pair {
+            s.tls = Some(TlsEnd {
+                port: tls::tls_port_on(&s, "127.0.0.1"),
+                client: tls::client_config(&pair.cert),
+                ca: pair.cert,
+                _pair: dir,
+            });
+        }
+        s
     }
 
     pub fn spawn(mut cmd: Command, root: TempDir) -> Server {
@@ -167,6 +332,9 @@ impl Server {
             port,
             log,
             root,
+            transport: Transport::Plain,
+            #[cfg(feature = "tls")]
+            tls: None,
         };
         s.wait_ready();
         s
@@ -224,9 +392,14 @@ impl Server {
         None
     }
 
-    /// The port of the `[::1]` listener, from the log. The server is ready as
-    /// soon as its first listener is logged; this one may come a moment later.
+    /// The port of the `[::1]` listener of the server's transport, from the
+    /// log. The server is ready as soon as its first listener is logged;
+    /// this one may come a moment later.
     pub fn ipv6_port(&self) -> u16 {
+        #[cfg(feature = "tls")]
+        if self.transport == Transport::Tls {
+            return tls::tls_port_on(self, "[::1]");
+        }
         self.wait_log("listening on [::1]:", Duration::from_secs(5));
         self.log_text()
             .lines()
@@ -238,21 +411,59 @@ impl Server {
             .expect("an IPv6 listener")
     }
 
-    pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{}", self.port, path)
+    /// The port of the listener the server's transport reaches.
+    pub fn transport_port(&self) -> u16 {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            return tls.port;
+        }
+        self.port
     }
 
+    /// The URL of `path` over the server's transport.
+    pub fn url(&self, path: &str) -> String {
+        format!(
+            "{}://127.0.0.1:{}{}",
+            self.transport.scheme(),
+            self.transport_port(),
+            path
+        )
+    }
+
+    /// curl with `args`, trusting the server's certificate over TLS.
+    pub fn curl(&self, args: &[&str]) -> (u16, String, Vec<u8>) {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            let mut with_ca = vec!["--cacert", tls.ca.to_str().unwrap()];
+            with_ca.extend_from_slice(args);
+            return curl(&with_ca);
+        }
+        curl(args)
+    }
+
+    /// A plain TCP connection to the plain listener.
     pub fn connect(&self) -> TcpStream {
         let c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         c
     }
 
-    /// Sends raw bytes, reads until the server closes (or 10 s pass).
+    /// A connection over the server's transport (its handshake done on
+    /// first use).
+    pub fn open(&self) -> Conn {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            return Conn::Tls(Box::new(tls::connect(tls.port, tls.client.clone())));
+        }
+        Conn::Plain(self.connect())
+    }
+
+    /// Sends raw bytes over the transport, reads until the server closes
+    /// (or 10 s pass).
     pub fn raw(&self, request: &[u8]) -> String {
-        let mut c = self.connect();
+        let mut c = self.open();
         c.write_all(request).unwrap();
-        let _ = c.shutdown(Shutdown::Write);
+        c.shutdown_write();
         read_to_close(&mut c)
     }
 
@@ -264,7 +475,7 @@ impl Server {
             req.push_str("\r\n");
         }
         req.push_str("\r\n");
-        let mut c = self.connect();
+        let mut c = self.open();
         c.write_all(req.as_bytes()).unwrap();
         read_response(&mut c, false).expect("a response")
     }
@@ -288,7 +499,7 @@ impl Drop for Server {
     }
 }
 
-pub fn read_to_close(c: &mut TcpStream) -> String {
+pub fn read_to_close(c: &mut impl Read) -> String {
     let mut out = Vec::new();
     let _ = c.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()

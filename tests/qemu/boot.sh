@@ -865,6 +865,14 @@ tls_checks() {
   code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 20 --cacert "$RUN/cert.pem" \
     --resolve "localhost:$PORT:127.0.0.1" "https://localhost:$PORT/")
   check "$([ "$code" = 200 ]; echo $?)" "curl --cacert (the guest's certificate) https://localhost/ -> 200" "got '$code'"
+  # The shipped config's allowed-hosts lists localhost only: the host name on the certificate is
+  # answered too, a name that is not the device's gets 421.
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 20 --cacert "$RUN/cert.pem" \
+    --resolve "$GUEST_HOSTNAME:$PORT:127.0.0.1" "https://$GUEST_HOSTNAME:$PORT/")
+  check "$([ "$code" = 200 ]; echo $?)" "https://$GUEST_HOSTNAME/ (the host name) -> 200" "got '$code'"
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 20 --cacert "$RUN/cert.pem" \
+    -H 'Host: rebound.example' --resolve "localhost:$PORT:127.0.0.1" "https://localhost:$PORT/")
+  check "$([ "$code" = 421 ]; echo $?)" "Host: rebound.example -> 421" "got '$code'"
 
   # Port 80 with redirect-https: 308 to https://, path and query kept, port 443 left out.
   got=$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' --max-time 20 "http://127.0.0.1:$PORT80/cgi-bin/status?x=1")
