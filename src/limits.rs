@@ -168,6 +168,17 @@ pub const TLS_HELD: usize = 0xffff + 5 + 256;
 #[cfg(feature = "tls")]
 pub const TLS_CHUNK: usize = OUT_BUF - 64;
 
+/// TLS with the kernel's records (kTLS): records sent on one connection,
+/// counted from above, before it is closed. rustls stops an AES-GCM key
+/// at 2^24 records (its confidentiality limit) and the kernel counts
+/// nothing, so half of that, 128 GiB and more of file bodies.
+#[cfg(feature = "tls")]
+pub const KTLS_RECORDS: u64 = 1 << 23;
+
+/// TLS: the most plaintext one record carries (RFC 8446 section 5.1).
+#[cfg(feature = "tls")]
+pub const TLS_RECORD: usize = 16 * 1024;
+
 /// Proxy: idle connections a worker keeps per route for the next request.
 /// A browser sends about 6 requests at once; more kept would mostly sit.
 pub const PROXY_IDLE: usize = 4;

@@ -227,6 +227,41 @@ pub fn host_name() -> Option<String> {
     nix::unistd::gethostname().ok()?.into_string().ok()
 }
 
+/// Sends `payload` as one record of `content_type` through the kernel's
+/// TLS layer (a TLS_SET_RECORD_TYPE control message: without it the
+/// kernel sends application data). nix has no such control message.
+#[cfg(feature = "tls")]
+pub fn send_tls_record(sock: &impl AsRawFd, content_type: u8, payload: &[u8]) -> io::Result<usize> {
+    use nix::libc;
+    // Aligned for cmsghdr and larger than CMSG_SPACE(1) on every target.
+    let mut space = [0usize; 8];
+    let iov = libc::iovec {
+        iov_base: payload.as_ptr() as *mut libc::c_void,
+        iov_len: payload.len(),
+    };
+    // SAFETY: msghdr is plain data (zero is a valid value of each field:
+    // null pointers, zero lengths); the fields set below point into `iov`
+    // and `space`, which outlive the sendmsg call, and CMSG_FIRSTHDR finds
+    // a header within `space` because msg_controllen is at least its size.
+    let sent = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &iov as *const libc::iovec as *mut libc::iovec;
+        msg.msg_iovlen = 1;
+        msg.msg_control = space.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(1) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_TLS;
+        (*cmsg).cmsg_type = libc::TLS_SET_RECORD_TYPE;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(1) as _;
+        *libc::CMSG_DATA(cmsg) = content_type;
+        libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
+    };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(sent as usize)
+}
+
 pub fn set_nodelay(sock: &impl AsFd) {
     let _ = socket::setsockopt(sock, sockopt::TcpNoDelay, &true);
 }

@@ -817,3 +817,42 @@ fn a_thousand_half_open_handshakes_do_not_stop_a_normal_client() {
     assert_eq!(read_response(&mut c, false).unwrap().status, 200);
     drop(held);
 }
+
+/// Whether the kernel takes the records (kTLS) is found once at start,
+/// before privileges are dropped and workers forked, and said in one line:
+/// not per worker, not per connection. Where the kernel has no TLS layer
+/// once the server runs (none in tcp_available_ulp: the probe would have
+/// loaded the module) the records stay in user space, and every test in
+/// this file runs there.
+#[test]
+fn the_kernel_tls_mode_is_logged_once_at_start() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start(&make_pair(&dir, "device"), &["--workers", "2"]);
+    for _ in 0..3 {
+        t.assert_serves();
+    }
+    let (code, _, _) = t.curl("/", &["--tlsv1.2", "--tls-max", "1.2"]);
+    assert_eq!(code, 200);
+    let log = t.server.log_text();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("TLS: records in"))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "one line saying where the records are:\n{log}"
+    );
+    let ulps = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").unwrap_or_default();
+    if !ulps.split_whitespace().any(|u| u == "tls") {
+        assert!(
+            lines[0].contains("records in user space: no kernel TLS"),
+            "{log}"
+        );
+    }
+    let started = log.find("started").expect("a started line");
+    assert!(
+        log.find("TLS: records in").is_some_and(|at| at < started),
+        "{log}"
+    );
+}

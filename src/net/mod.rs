@@ -5,6 +5,8 @@ pub(crate) mod buffers;
 pub(crate) mod deadline;
 pub(crate) mod idle;
 pub(crate) mod input;
+#[cfg(feature = "tls")]
+pub(crate) mod ktls;
 pub(crate) mod notify;
 pub(crate) mod slots;
 pub(crate) mod sock;

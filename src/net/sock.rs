@@ -12,6 +12,8 @@ use futures_lite::future;
 
 use crate::net::deadline::Deadlines;
 #[cfg(feature = "tls")]
+use crate::net::ktls;
+#[cfg(feature = "tls")]
 use crate::net::tls::Tls;
 use crate::sys;
 
@@ -43,16 +45,41 @@ pub struct Sock {
     pub send_timeout: Duration,
     pub peer: SocketAddr,
     pub deadlines: &'static Deadlines,
-    /// The record layer of a connection to a TLS listener; every method
-    /// below goes through it then.
+    /// Who makes the TLS records, on a connection to a TLS listener.
     #[cfg(feature = "tls")]
-    pub tls: Option<Box<std::cell::RefCell<Tls>>>,
+    pub records: Records,
+}
+
+/// Who encrypts and decrypts a connection's bytes.
+#[cfg(feature = "tls")]
+pub enum Records {
+    /// None: a plain listener's connection, or a TLS session that ended.
+    Plain,
+    /// rustls (`net/tls.rs`); every method of `Sock` goes through it.
+    /// `to_kernel`: the versions the kernel may take over once the
+    /// handshake is done.
+    User {
+        tls: Box<std::cell::RefCell<Tls>>,
+        to_kernel: ktls::Support,
+    },
+    /// The kernel (kTLS, `net/ktls.rs`): `Sock` reads and writes as on a
+    /// plain connection.
+    Kernel(Box<Kernel>),
+}
+
+/// A connection whose records the kernel makes.
+#[cfg(feature = "tls")]
+pub struct Kernel {
+    /// What rustls decrypted before the handover and was not read yet.
+    early: std::cell::RefCell<Vec<u8>>,
+    /// Records sent, counted from above (`KTLS_RECORDS`).
+    records: std::cell::Cell<u64>,
 }
 
 impl Sock {
     pub async fn send_all(&self, mut bytes: &[u8]) -> Result<(), End> {
         #[cfg(feature = "tls")]
-        if let Some(tls) = &self.tls {
+        if let Records::User { tls, .. } = &self.records {
             self.encrypt(tls, bytes).await?;
             return self.flush(tls).await;
         }
@@ -69,7 +96,7 @@ impl Sock {
     pub async fn send_head_more(&self, mut bytes: &[u8]) -> Result<(), End> {
         // Encrypted now, written with the body's first record.
         #[cfg(feature = "tls")]
-        if let Some(tls) = &self.tls {
+        if let Records::User { tls, .. } = &self.records {
             return self.encrypt(tls, bytes).await;
         }
         while !bytes.is_empty() {
@@ -84,7 +111,7 @@ impl Sock {
     /// Sends `len` bytes of `file` from `offset` with sendfile(2).
     pub async fn send_file(&self, file: &std::fs::File, offset: u64, len: u64) -> Result<(), End> {
         #[cfg(feature = "tls")]
-        if let Some(tls) = &self.tls {
+        if let Records::User { tls, .. } = &self.records {
             return self.send_file_encrypted(tls, file, offset, len).await;
         }
         let mut pos = offset as i64;
@@ -107,8 +134,14 @@ impl Sock {
     /// socket to drain in between.
     async fn retry(&self, mut op: impl FnMut() -> io::Result<usize>) -> Result<usize, End> {
         loop {
+            #[cfg(feature = "tls")]
+            self.room_for_records()?;
             match op() {
-                Ok(n) => return Ok(n),
+                Ok(n) => {
+                    #[cfg(feature = "tls")]
+                    self.count_records(n);
+                    return Ok(n);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable().await?,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
@@ -134,12 +167,27 @@ impl Sock {
     /// Reads what is there into `buf`, waiting until `deadline`; `Ok(0)` at end of stream.
     pub async fn read_some(&self, buf: &mut [u8], deadline: Instant) -> Result<usize, End> {
         #[cfg(feature = "tls")]
-        if let Some(tls) = &self.tls {
-            return self.read_decrypted(tls, buf, deadline).await;
+        match &self.records {
+            Records::User { tls, .. } => return self.read_decrypted(tls, buf, deadline).await,
+            Records::Kernel(k) => {
+                if let Some(n) = k.read_early(buf) {
+                    return Ok(n);
+                }
+            }
+            Records::Plain => {}
         }
         loop {
             match self.stream.get_ref().read(buf) {
                 Ok(n) => return Ok(n),
+                // A record that is not application data (the client's
+                // close_notify, a key update): the end of the connection.
+                #[cfg(feature = "tls")]
+                Err(e)
+                    if e.raw_os_error() == Some(nix::libc::EIO)
+                        && matches!(self.records, Records::Kernel(_)) =>
+                {
+                    return Ok(0);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     within(self.deadlines, deadline, self.stream.readable())
                         .await
@@ -159,20 +207,97 @@ impl Sock {
     /// Whether a request may be waiting: bytes on the socket, or decrypted
     /// bytes a pipelining client sent past what was read.
     pub async fn readable(&self) -> io::Result<()> {
-        if let Some(tls) = &self.tls {
-            if tls.borrow().has_plaintext() {
-                return Ok(());
-            }
+        let waiting = match &self.records {
+            Records::User { tls, .. } => tls.borrow().has_plaintext(),
+            Records::Kernel(k) => !k.early.borrow().is_empty(),
+            Records::Plain => false,
+        };
+        if waiting {
+            return Ok(());
         }
         self.stream.readable().await
     }
 
-    /// Sends close_notify (when the handshake got that far) and drops the
-    /// record layer: what the client still sends is read as it comes.
+    /// The connection came to a TLS listener and its session goes on.
+    pub fn is_tls(&self) -> bool {
+        !matches!(self.records, Records::Plain)
+    }
+
+    /// Sends close_notify (when the handshake got that far), once, as the
+    /// connection closes. rustls's record layer is dropped then: what the
+    /// client still sends is read as it comes. The kernel's stays.
     pub async fn end_tls(&mut self) {
-        if let Some(tls) = self.tls.take() {
+        if let Records::Kernel(_) = self.records {
+            let fd = self.stream.get_ref();
+            let _ = self
+                .retry(|| sys::send_tls_record(fd, ALERT, &CLOSE_NOTIFY))
+                .await;
+        } else if let Records::User { tls, .. } =
+            std::mem::replace(&mut self.records, Records::Plain)
+        {
             tls.borrow_mut().close_notify();
             let _ = self.flush(&tls).await;
+        }
+    }
+
+    /// Hands the records to the kernel when it can take them: after the
+    /// handshake, once rustls's last records are written and no record is
+    /// half read. Called between a request's head and its answer; until
+    /// then, or if the kernel refuses the TLS layer, rustls goes on.
+    pub async fn offload(&mut self) -> Result<(), End> {
+        let Records::User { tls, to_kernel } = &self.records else {
+            return Ok(());
+        };
+        let Some(version) = tls.borrow().version().filter(|v| to_kernel.covers(*v)) else {
+            return Ok(());
+        };
+        self.flush(tls).await?;
+        if !tls.borrow().settled() {
+            return Ok(());
+        }
+        let stream = self.stream.get_ref();
+        if let Err(e) = ktls::attach(stream) {
+            log::debug!(
+                "{}: kernel TLS refused ({e}); staying in user space",
+                self.peer
+            );
+            if let Records::User { to_kernel, .. } = &mut self.records {
+                *to_kernel = ktls::Support::NONE;
+            }
+            return Ok(());
+        }
+        let Records::User { tls, .. } = std::mem::replace(&mut self.records, Records::Plain) else {
+            return Ok(());
+        };
+        let (secrets, early) = tls.into_inner().into_kernel().map_err(|_| End::Io)?;
+        ktls::give_keys(stream, version, secrets).map_err(|e| {
+            log::warn!("{}: kernel TLS keys refused ({e}); closing", self.peer);
+            End::Io
+        })?;
+        self.records = Records::Kernel(Box::new(Kernel {
+            early: early.into(),
+            records: 0.into(),
+        }));
+        Ok(())
+    }
+
+    /// Refuses to send more once the kernel may be near AES-GCM's limit
+    /// for one key.
+    fn room_for_records(&self) -> Result<(), End> {
+        match &self.records {
+            Records::Kernel(k) if k.records.get() >= crate::limits::KTLS_RECORDS => {
+                log::debug!("{}: kernel TLS key worn out; closing", self.peer);
+                Err(End::Io)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Counts the records a write of `n` bytes may have closed.
+    fn count_records(&self, n: usize) {
+        if let Records::Kernel(k) = &self.records {
+            let made = n.div_ceil(crate::limits::TLS_RECORD) as u64 + 1;
+            k.records.set(k.records.get().saturating_add(made));
         }
     }
 
@@ -235,7 +360,7 @@ impl Sock {
     /// layer and nothing more (no head buffer, no request frame). Its
     /// tickets go out before it returns.
     pub async fn handshake(&self, deadline: Instant) -> Result<(), End> {
-        let Some(tls) = &self.tls else {
+        let Records::User { tls, .. } = &self.records else {
             return Ok(());
         };
         loop {
@@ -307,6 +432,31 @@ impl Sock {
         } else {
             End::Io
         }
+    }
+}
+
+/// The TLS record type of an alert, and the close_notify alert (warning
+/// level) it carries at the end of a session.
+#[cfg(feature = "tls")]
+const ALERT: u8 = 21;
+#[cfg(feature = "tls")]
+const CLOSE_NOTIFY: [u8; 2] = [1, 0];
+
+#[cfg(feature = "tls")]
+impl Kernel {
+    /// Copies what rustls decrypted before the handover; `None` once it is all read.
+    fn read_early(&self, buf: &mut [u8]) -> Option<usize> {
+        let mut early = self.early.borrow_mut();
+        if early.is_empty() {
+            return None;
+        }
+        let n = buf.len().min(early.len());
+        buf[..n].copy_from_slice(&early[..n]);
+        early.drain(..n);
+        if early.is_empty() {
+            *early = Vec::new();
+        }
+        Some(n)
     }
 }
 

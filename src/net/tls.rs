@@ -10,9 +10,9 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 
-use rustls::ServerConfig;
 use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, InsufficientSizeError};
+use rustls::{ExtractedSecrets, ServerConfig};
 
 use crate::limits::{TLS_HELD, TLS_READ};
 use crate::net::buffers::Pool;
@@ -78,6 +78,44 @@ impl Tls {
 
     pub fn is_handshaking(&self) -> bool {
         self.conn.is_handshaking()
+    }
+
+    /// The version agreed on, once the handshake is done.
+    pub fn version(&self) -> Option<rustls::ProtocolVersion> {
+        (!self.conn.is_handshaking())
+            .then(|| self.conn.protocol_version())
+            .flatten()
+    }
+
+    /// The handshake is over, everything rustls made has been written and
+    /// no record is half received: the kernel could go on from here.
+    pub fn settled(&self) -> bool {
+        !self.conn.is_handshaking()
+            && self.incoming.is_empty()
+            && self.pending_out() == 0
+            && !self.peer_closed
+    }
+
+    /// Gives up the session's keys (for the kernel, `net/ktls.rs`) with
+    /// what rustls decrypted and was not read yet: a pipelined request.
+    pub fn into_kernel(self) -> Result<(ExtractedSecrets, Vec<u8>), Broken> {
+        let Tls {
+            conn,
+            pool,
+            mut plain,
+            read_at,
+            out,
+            ..
+        } = self;
+        if let Some(out) = out {
+            pool.give_out(out);
+        }
+        let (secrets, _) = conn.dangerous_into_kernel_connection().map_err(|e| {
+            log::debug!("TLS: {}", why(&e));
+            Broken
+        })?;
+        plain.drain(..read_at);
+        Ok((secrets, plain))
     }
 
     /// Decrypted bytes are waiting to be read.

@@ -78,6 +78,12 @@ fn start(mut config: Config) -> Result<u8, String> {
     if let Some(p) = &mut pidfile {
         p.write_pid()?;
     }
+    // While still root, the kernel may load its TLS module for the probe;
+    // workers (forked from here) inherit what it found.
+    #[cfg(feature = "tls")]
+    if config.tls.enabled() {
+        crate::net::ktls::support();
+    }
     let chroot = config.chroot.then(|| config.root.clone());
     if let Err(e) = sys::drop_privileges(identity.as_ref(), chroot.as_deref()) {
         if let Some(p) = pidfile {

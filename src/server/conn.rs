@@ -25,6 +25,8 @@ use crate::limits::{LINGER_BYTES, LINGER_TIME, MAX_DISCARDED_BODY, MAX_LOCAL_RED
 use crate::logs::access_log;
 use crate::net::input::Input;
 use crate::net::slots::Slot;
+#[cfg(feature = "tls")]
+use crate::net::sock::Records;
 use crate::net::sock::{End, Sock, Stream, within};
 use crate::policy::auth;
 use crate::proxy::exchange::{self as proxied, Outcome};
@@ -44,11 +46,15 @@ pub async fn serve(
 ) {
     let local = stream.get_ref().local_addr().unwrap_or(peer);
     #[cfg(feature = "tls")]
-    let Ok(tls) = tls
-        .map(|config| crate::net::tls::Tls::new(config, &w.pool).map(|t| Box::new(t.into())))
-        .transpose()
-    else {
-        return;
+    let records = match tls {
+        None => Records::Plain,
+        Some(config) => match crate::net::tls::Tls::new(config, &w.pool) {
+            Ok(tls) => Records::User {
+                tls: Box::new(tls.into()),
+                to_kernel: crate::net::ktls::support(),
+            },
+            Err(_) => return,
+        },
     };
     let mut conn = Conn {
         w,
@@ -58,7 +64,7 @@ pub async fn serve(
             peer,
             deadlines: w.deadlines,
             #[cfg(feature = "tls")]
-            tls,
+            records,
         },
         local,
         input: Input::new(&w.pool),
@@ -133,7 +139,12 @@ impl Conn {
             .handshake(Instant::now() + self.w.config.header_timeout)
             .await
         {
-            Ok(()) => {}
+            // The kernel takes the records from here on, if it can.
+            Ok(()) => {
+                if self.sock.offload().await.is_err() {
+                    return;
+                }
+            }
             Err(End::Refused) => return self.linger().await,
             Err(_) => return,
         }
@@ -201,6 +212,10 @@ impl Conn {
             }
         };
         self.served += 1;
+        // Not taken after the handshake (a record was half received then):
+        // from this answer on, if the kernel can now.
+        #[cfg(feature = "tls")]
+        self.sock.offload().await?;
         match step {
             Step::Send(prepared) => self.send_prepared(prepared).await.map(Some),
             Step::Script(job, meta) => self.run_script(*job, meta).await.map(Some),
@@ -221,7 +236,7 @@ impl Conn {
             peer: self.sock.peer,
             local: self.local,
             #[cfg(feature = "tls")]
-            tls: self.sock.tls.is_some(),
+            tls: self.sock.is_tls(),
         };
         // A proxied body has its own limit, checked as it is forwarded.
         let routed = match (
@@ -435,7 +450,7 @@ impl Conn {
             peer: self.sock.peer,
             local: self.local,
             #[cfg(feature = "tls")]
-            tls: self.sock.tls.is_some(),
+            tls: self.sock.is_tls(),
         };
         let mut verdict = None;
         loop {

@@ -429,7 +429,8 @@ fn tls_acceptor(
 ) -> Result<Option<crate::tls::acceptor::Acceptor>, String> {
     match (&config.tls.pair, &shared.tickets) {
         (Some(pair), Some(tickets)) if config.tls.enabled() => {
-            crate::tls::acceptor::Acceptor::new(pair.clone(), tickets.clone()).map(Some)
+            let to_kernel = crate::net::ktls::support().any();
+            crate::tls::acceptor::Acceptor::new(pair.clone(), tickets.clone(), to_kernel).map(Some)
         }
         (None, _) if config.tls.enabled() => Err("TLS listener without a certificate".into()),
         (_, None) if config.tls.enabled() => Err("TLS listener without ticket keys".into()),

@@ -28,7 +28,13 @@ impl ResolvesServerCert for Current {
 }
 
 impl Acceptor {
-    pub fn new(pair: Arc<CertifiedKey>, tickets: Arc<tickets::Keys>) -> Result<Acceptor, String> {
+    /// `to_kernel`: the session keys may be handed to the kernel after the
+    /// handshake (rustls keeps them for that only when asked).
+    pub fn new(
+        pair: Arc<CertifiedKey>,
+        tickets: Arc<tickets::Keys>,
+        to_kernel: bool,
+    ) -> Result<Acceptor, String> {
         let current = Arc::new(Current(Mutex::new(pair)));
         let provider = Arc::new(provider::provider());
         let mut config = ServerConfig::builder_with_provider(provider)
@@ -40,6 +46,7 @@ impl Acceptor {
         config.session_storage = ServerSessionMemoryCache::new(TLS_SESSIONS);
         config.ticketer = tickets;
         config.send_tls13_tickets = TLS_TICKETS;
+        config.enable_secret_extraction = to_kernel;
         Ok(Acceptor {
             config: Arc::new(config),
             current,
