@@ -487,7 +487,7 @@ EOF
   MOD_ORDER=()
   MOD_VISITING=()
   local m f insmods=""
-  for m in $NET_MODULES; do
+  for m in $NET_MODULES ${TLS:+${KTLS_MODULES:-}}; do
     add_module "$m"
   done
   for f in "${MOD_ORDER[@]}"; do
@@ -500,8 +500,8 @@ EOF
 
   write_file "$root/etc/init.d/S40network" 0755 <<EOF
 #!/bin/sh
-# Network: the virtio-net driver (modules in dependency order), then QEMU user networking's
-# addresses: 10.0.2.15/24, gateway 10.0.2.2.
+# Network: the virtio-net driver (modules in dependency order; in the HTTPS image kernel TLS and
+# its AES-GCM too), then QEMU user networking's addresses: 10.0.2.15/24, gateway 10.0.2.2.
 start() {
 	printf 'Starting network: '
 $insmods	ip link set lo up
@@ -580,6 +580,11 @@ EOF
     if [ -e "$root$GUEST_CERT" ] || [ -e "$root$GUEST_KEY" ]; then
       abort "the image already holds $GUEST_CERT or $GUEST_KEY"
     fi
+    # Bodies for the kernel TLS checks: one of many records and sendfile calls, one small.
+    mkdir -p "$root/www/ktls"
+    head -c 300000 /dev/urandom >"$RUN/big.bin"
+    head -c 5000 /dev/urandom >"$RUN/small.bin"
+    cp "$RUN/big.bin" "$RUN/small.bin" "$root/www/ktls/"
   fi
 
   if [ -n "$BINARY" ]; then
@@ -880,6 +885,79 @@ tls_checks() {
     "port 80 answers 308 to https://127.0.0.1/cgi-bin/status?x=1" "got '$got'"
 }
 
+# 5c. Kernel TLS (boot.sh BOARD tls): with tls.ko loaded the kernel takes each connection's records
+# after the handshake, and file bodies go out with sendfile as over plain HTTP.
+tls_stat() { # TLS_STAT="TX RX ERRORS": sockets given to the kernel's TLS so far, decrypt errors
+  # Not in $(...): guest counts its commands in this shell.
+  guest 20 "cat /proc/net/tls_stat"
+  TLS_STAT=$(printf '%s\n' "$GOUT" | awk '$1 == "TlsTxSw" { tx = $2 } $1 == "TlsRxSw" { rx = $2 }
+    $1 == "TlsDecryptError" { e = $2 } END { print tx + 0, rx + 0, e + 0 }')
+}
+
+ktls_checks() {
+  local before after out url="https://localhost:$PORT/ktls"
+  guest 20 "$(wait_guest_log 'records in the kernel \(kTLS\) for TLS 1.2 and 1.3')"
+  check "$GRC" "marmoset logged that the kernel takes the TLS records (kTLS) for TLS 1.2 and 1.3" \
+    "$(printf '%s' "$GOUT" | tail -n 2 | tr '\n' ' ')"
+  tls_stat
+  before=$TLS_STAT
+
+  # Two requests on one connection (TLS 1.3): 300,000 bytes (records and sendfile calls), then
+  # 5,000 (one write).
+  rm -f "$RUN/got-big" "$RUN/got-small"
+  out=$("${HCURL[@]}" -sv --max-time 60 -w '%{http_code} %{num_connects} %{size_download}\n' \
+    -o "$RUN/got-big" "$url/big.bin" -o "$RUN/got-small" "$url/small.bin" 2>"$RUN/curl-ka.err" | tr '\n' ' ')
+  check "$([ "$out" = "200 1 300000 200 0 5000 " ] && cmp -s "$RUN/got-big" "$RUN/big.bin" &&
+    cmp -s "$RUN/got-small" "$RUN/small.bin" && grep -q 'SSL connection using TLSv1.3' "$RUN/curl-ka.err"; echo $?)" \
+    "kernel TLS 1.3: 300,000 and 5,000 bytes on one keep-alive connection, the same bytes" \
+    "got '$out'; $(grep -m1 'SSL connection' "$RUN/curl-ka.err")"
+
+  rm -f "$RUN/got-big"
+  out=$("${HCURL[@]}" -sv --tls-max 1.2 --max-time 60 -w '%{http_code} %{size_download}' \
+    -o "$RUN/got-big" "$url/big.bin" 2>"$RUN/curl-12.err")
+  check "$([ "$out" = "200 300000" ] && cmp -s "$RUN/got-big" "$RUN/big.bin" &&
+    grep -q 'SSL connection using TLSv1.2' "$RUN/curl-12.err"; echo $?)" \
+    "kernel TLS 1.2 (curl --tls-max 1.2): 300,000 bytes, the same bytes" \
+    "got '$out'; $(grep -m1 'SSL connection' "$RUN/curl-12.err")"
+
+  # Five pipelined requests in one record (15 KB): the first head fills the 8 KiB head buffer, so
+  # rustls decrypted the rest before the handover and the server reads it after.
+  out=$(python3 - "$RUN/cert.pem" "$PORT" "$RUN/small.bin" <<'EOF'
+import socket, ssl, sys
+cafile, port, body = sys.argv[1], int(sys.argv[2]), open(sys.argv[3], "rb").read()
+ctx = ssl.create_default_context(cafile=cafile)
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=60), server_hostname="localhost")
+req = b"GET /ktls/small.bin HTTP/1.1\r\nHost: localhost\r\nX-Pad: " + b"x" * 3000 + b"\r\n\r\n"
+s.sendall(req * 5)
+data, good = b"", 0
+while good < 5:
+    end = data.find(b"\r\n\r\n")
+    if end >= 0:
+        head = data[:end].decode("latin-1").lower()
+        length = int(head.split("content-length:")[1].split("\r\n")[0])
+        if len(data) >= end + 4 + length:
+            if not head.startswith("http/1.1 200") or data[end + 4:end + 4 + length] != body:
+                break
+            good, data = good + 1, data[end + 4 + length:]
+            continue
+    more = s.recv(65536)
+    if not more:
+        break
+    data += more
+print(good)
+EOF
+)
+  check "$([ "$out" = 5 ]; echo $?)" \
+    "kernel TLS: 5 pipelined requests in one record (read partly before the handover), 5 answers" "got '$out'"
+
+  tls_stat
+  after=$TLS_STAT
+  check "$(awk -v b="$before" -v a="$after" 'BEGIN { split(b, x, " "); split(a, y, " ")
+      exit !(y[1] - x[1] >= 3 && y[2] - x[2] >= 3 && y[3] == 0) }'; echo $?)" \
+    "/proc/net/tls_stat: the kernel took both directions of those 3 connections, no decrypt error" \
+    "TlsTxSw TlsRxSw TlsDecryptError before '$before', after '$after'"
+}
+
 # After the reload checks: a restart through the init script keeps the certificate.
 tls_restart_check() { # tls_restart_check PID-BEFORE
   local out pid2 code deadline fp2=""
@@ -1048,6 +1126,7 @@ if [ -n "$TLS" ]; then
   # From here on every request to the UI verifies the guest's certificate and its name.
   BASE="https://localhost:$PORT"
   HCURL=(curl --cacert "$RUN/cert.pem" --resolve "localhost:$PORT:127.0.0.1")
+  ktls_checks
 fi
 host_checks
 guest_checks
