@@ -25,8 +25,10 @@
 #   MARMOSET_QEMU_EXTRA_OVERLAY  a directory copied over the image after rootfs-overlay/ (test-only files)
 #   MARMOSET_QEMU_BOOT_DEADLINE  seconds from qemu start to the first UI response (default: board.conf)
 #   MARMOSET_QEMU_PLACEHOLDER=1  harness development only: BusyBox httpd stands in for marmoset
+#   MARMOSET_QEMU_ARGS    more qemu arguments (bench/ktls-qemu.sh: -icount)
 #   CARGO_TARGET_DIR      honoured (default target/)
 #   AB_REQUESTS, AB_CONCURRENCY  the load step (default 2000 and 10)
+#   MARMOSET_QEMU_LIBRARY=1  when sourced (bench/ktls-qemu.sh): define the steps, run none of them
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -630,6 +632,8 @@ boot() {
     -chardev "pipe,id=con,path=$RUN/con"
     -serial chardev:con
   )
+  # shellcheck disable=SC2206 # words on purpose
+  [ -n "${MARMOSET_QEMU_ARGS:-}" ] && qemu_args+=($MARMOSET_QEMU_ARGS)
   echo "$QEMU ${qemu_args[*]}" >"$OUT/qemu.cmd"
   if [ -n "$TLS" ]; then
     say "booting $KVER on $QEMU (-M $QEMU_MACHINE -cpu $QEMU_CPU), guest 443 forwarded to 127.0.0.1:$PORT, 80 to 127.0.0.1:$PORT80"
@@ -1097,6 +1101,7 @@ guest_checks() {
 }
 
 # ---------------------------------------------------------------------------------------------------
+[ -n "${MARMOSET_QEMU_LIBRARY:-}" ] && return 0
 say "$BOARD_DESC ($RUST_TARGET, Debian $DEB_ARCH)"
 host_prereqs
 build_binary
