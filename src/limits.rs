@@ -169,9 +169,9 @@ pub const TLS_HELD: usize = 0xffff + 5 + 256;
 pub const TLS_CHUNK: usize = OUT_BUF - 64;
 
 /// TLS with the kernel's records (kTLS): records sent on one connection,
-/// counted from above, before it is closed. rustls stops an AES-GCM key
-/// at 2^24 records (its confidentiality limit) and the kernel counts
-/// nothing, so half of that, 128 GiB and more of file bodies.
+/// counted from above, before it is closed. rustls stops an AES-GCM key at
+/// 2^24 records (its confidentiality limit) and the kernel neither counts
+/// nor updates keys: half of that, up to 128 GiB in full records.
 #[cfg(feature = "tls")]
 pub const KTLS_RECORDS: u64 = 1 << 23;
 
