@@ -10,10 +10,11 @@
 # (1 ns each), so the server's CPU is guest instructions, the same whatever else the host runs; the
 # requests/s are by the host's clock. Run as root; not part of tests/run.sh.
 #
-#   bench/ktls-qemu.sh        writes bench/out/ktls-qemu.md and prints it
+#   bench/ktls-qemu.sh        writes bench/ktls-qemu.md (logs in bench/out/ktls-qemu/) and prints it
 #
 # Environment: ROUNDS (default 3), DURATION (seconds per wrk run, default 20), CONNECTIONS (wrk -c,
 # default 4), ICOUNT (default shift=0; empty: TCG on the host's clock, CPU then in host-clock ms),
+# KTLS_REPORT (where the report goes),
 # and boot.sh's (MARMOSET_QEMU_BINARY, MARMOSET_QEMU_CACHE, CARGO_TARGET_DIR).
 set -u -o pipefail
 
@@ -25,7 +26,7 @@ DURATION=${DURATION:-20}
 CONNECTIONS=${CONNECTIONS:-4}
 FILE_BYTES=204800
 export MARMOSET_QEMU_OUT=${MARMOSET_QEMU_OUT:-$BENCH/out/ktls-qemu}
-REPORT=$BENCH/out/ktls-qemu.md
+REPORT=${KTLS_REPORT:-$BENCH/ktls-qemu.md}
 
 OVERLAY=$(mktemp -d "${TMPDIR:-/tmp}/marmoset-ktls.XXXXXX")
 # Copied over the image root with cp -a: its mode becomes the root directory's.
@@ -124,6 +125,7 @@ mkdir -p "$(dirname "$REPORT")"
 {
   echo "# Kernel TLS on the QEMU aarch64 guest: the 200 KiB test both ways"
   echo
+  echo "- made by: \`ROUNDS=$ROUNDS DURATION=$DURATION CONNECTIONS=$CONNECTIONS ICOUNT=$ICOUNT bench/ktls-qemu.sh\`"
   # shellcheck disable=SC2153 # QEMU and QEMU_CPU come from board.conf
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(nproc) cores, $(uname -r), load average $LOAD at the start; guest: Debian $KVER under $QEMU (TCG, -cpu $QEMU_CPU, one vCPU)"
   echo "- server: $(basename "$BINARY") $(stat -c %s "$BINARY") bytes ($RUST_TARGET, --features tls), the image's config plus HTTPS, one worker"
