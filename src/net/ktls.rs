@@ -19,7 +19,7 @@ use rustls::{ConnectionTrafficSecrets, ExtractedSecrets, ProtocolVersion};
 /// The TLS versions whose records the kernel takes in both directions
 /// (TLS 1.2 since Linux 4.17, TLS 1.3 since 5.1; AES-128-GCM, the one
 /// cipher the provider offers).
-#[derive(Clone, Copy, Default, PartialEq, Debug)]
+#[derive(Clone, Copy)]
 pub struct Support {
     tls12: bool,
     tls13: bool,

@@ -242,8 +242,8 @@ impl Sock {
 
     /// Hands the records to the kernel when it can take them: after the
     /// handshake, once rustls's last records are written and no record is
-    /// half read. Called between a request's head and its answer; until
-    /// then, or if the kernel refuses the TLS layer, rustls goes on.
+    /// half read. Tried when the handshake is done, then before each answer
+    /// until it is; where the kernel refuses the TLS layer, rustls goes on.
     pub async fn offload(&mut self) -> Result<(), End> {
         let Records::User { tls, to_kernel } = &self.records else {
             return Ok(());
