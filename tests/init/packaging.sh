@@ -65,7 +65,9 @@ check "OpenWrt Makefile includes rust-package.mk" grep -q '^include .*/lang/rust
 
 # HTTPS (the tls cargo feature) in each image builder, off by default.
 check "Buildroot option BR2_PACKAGE_MARMOSET_TLS" hasx $BRP/Config.in "config BR2_PACKAGE_MARMOSET_TLS"
-check "Buildroot: the option adds --features tls" hasx $BRP/marmoset.mk "MARMOSET_CARGO_BUILD_OPTS += --features tls"
+check "Buildroot: the option adds --features tls to cargo build and cargo install" \
+	hasx $BRP/marmoset.mk "MARMOSET_CARGO_BUILD_OPTS += --features tls" &&
+	hasx $BRP/marmoset.mk "MARMOSET_CARGO_INSTALL_OPTS += --features tls"
 check "Yocto: PACKAGECONFIG[tls], empty by default" \
 	hasx "$RE/marmoset_$VERSION.bb" 'PACKAGECONFIG[tls] = "--features tls"' &&
 	hasx "$RE/marmoset_$VERSION.bb" 'PACKAGECONFIG ??= ""'
