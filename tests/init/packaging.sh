@@ -71,8 +71,12 @@ check "Buildroot: the option adds --features tls to cargo build and cargo instal
 check "Yocto: PACKAGECONFIG[tls], empty by default" \
 	hasx "$RE/marmoset_$VERSION.bb" 'PACKAGECONFIG[tls] = "--features tls"' &&
 	hasx "$RE/marmoset_$VERSION.bb" 'PACKAGECONFIG ??= ""'
+# rust-package.mk expands RUST_PKG_FEATURES when the variant's compile runs
+# (OpenWrt runs it with BUILD_VARIANT set to the package's VARIANT).
 check "OpenWrt: variant marmoset-tls with RUST_PKG_FEATURES:=tls" \
 	hasx $OW/Makefile '$(eval $(call BuildPackage,marmoset-tls))' &&
+	hasx $OW/Makefile '  VARIANT:=tls' &&
+	hasx $OW/Makefile 'ifeq ($(BUILD_VARIANT),tls)' &&
 	hasx $OW/Makefile '  RUST_PKG_FEATURES:=tls'
 
 # License file hashes (need the LICENSE file at the top of the repo).
