@@ -65,12 +65,18 @@ check "OpenWrt Makefile includes rust-package.mk" grep -q '^include .*/lang/rust
 
 # HTTPS (the tls cargo feature) in each image builder, off by default.
 check "Buildroot option BR2_PACKAGE_MARMOSET_TLS" hasx $BRP/Config.in "config BR2_PACKAGE_MARMOSET_TLS"
-check "Buildroot: the option adds --features tls" hasx $BRP/marmoset.mk "MARMOSET_CARGO_BUILD_OPTS += --features tls"
+check "Buildroot: the option adds --features tls to cargo build and cargo install" \
+	hasx $BRP/marmoset.mk "MARMOSET_CARGO_BUILD_OPTS += --features tls" &&
+	hasx $BRP/marmoset.mk "MARMOSET_CARGO_INSTALL_OPTS += --features tls"
 check "Yocto: PACKAGECONFIG[tls], empty by default" \
 	hasx "$RE/marmoset_$VERSION.bb" 'PACKAGECONFIG[tls] = "--features tls"' &&
 	hasx "$RE/marmoset_$VERSION.bb" 'PACKAGECONFIG ??= ""'
+# rust-package.mk expands RUST_PKG_FEATURES when the variant's compile runs
+# (OpenWrt runs it with BUILD_VARIANT set to the package's VARIANT).
 check "OpenWrt: variant marmoset-tls with RUST_PKG_FEATURES:=tls" \
 	hasx $OW/Makefile '$(eval $(call BuildPackage,marmoset-tls))' &&
+	hasx $OW/Makefile '  VARIANT:=tls' &&
+	hasx $OW/Makefile 'ifeq ($(BUILD_VARIANT),tls)' &&
 	hasx $OW/Makefile '  RUST_PKG_FEATURES:=tls'
 
 # License file hashes (need the LICENSE file at the top of the repo).

@@ -10,12 +10,19 @@
 #      does) and the checkout path (MARMOSET_OVERRIDE_SRCDIR: the checkout
 #      rsynced with the package's exclusions, crates from the cargo home),
 #      each built with `cargo build` and `cargo install` and the environment
-#      that `make printvars` reports for them (PKG_CARGO_ENV, the package's
-#      options), stripped with Buildroot's STRIPCMD, and run under qemu-user
-#      answering an HTTP request.
-# Buildroot's toolchain is stood in for by Debian's cross gcc under the name
-# Buildroot gives it (TARGET_CROSS), and its staging libxcrypt by Debian's
-# (board/armhf-libcrypt.sh). Buildroot's host-rust-bin by rustup's rustc.
+#      that `make printvars` reports for them (TARGET_MAKE_ENV,
+#      TARGET_CONFIGURE_OPTS, PKG_CARGO_ENV, the package's options), stripped
+#      with Buildroot's STRIPCMD, and run under qemu-user answering an HTTP
+#      request;
+#   4. the same defconfigs with BR2_PACKAGE_MARMOSET_TLS=y: both cargo steps
+#      get --features tls, the release path builds with that configuration's
+#      printvars, ring's C and assembly go through its TARGET_CC, and the
+#      binary serves HTTPS under qemu-user on the certificate it makes
+#      (curl --cacert), with TLS settings the plain build refuses.
+# Buildroot's toolchain is stood in for by Debian's cross tools under the names
+# Buildroot gives them (TARGET_CROSS, in HOST_DIR/bin), and its staging
+# libxcrypt by Debian's (board/armhf-libcrypt.sh). Buildroot's host-rust-bin
+# by rustup's rustc.
 #
 #   tests/packaging/buildroot.sh     (as root: installs what it needs)
 # BUILDROOT_DIR: the Buildroot tree (default ../shared/upstream/buildroot-2026.02.3
@@ -49,6 +56,8 @@ export BR2_DL_DIR=$work/dl
 # shellcheck source=tests/results.sh
 . tests/results.sh
 note() { echo "note - $*"; }
+# shellcheck disable=SC2317 # called through check
+quiet() { "$@" >/dev/null; } # a command whose output is not the test's
 finish() {
 	echo "$pass passed, $fail failed"
 	[ "$fail" = 0 ]
@@ -96,6 +105,13 @@ printvars() {
 }
 var() { sed -n "s/^$1=//p" "$2" | head -n 1; } # var NAME FILE
 
+# What pkg-cargo.mk's build and install commands expand (TARGET_MAKE_ENV
+# and TARGET_CONFIGURE_OPTS: PATH, CC, AR, CFLAGS, ... ; PKG_CARGO_ENV; the
+# package's own), and what the test needs besides.
+varlist=(MARMOSET_DEPENDENCIES RUSTC_TARGET_NAME TARGET_CROSS TARGET_CC TARGET_MAKE_ENV TARGET_CONFIGURE_OPTS
+	PKG_CARGO_ENV MARMOSET_CARGO_ENV MARMOSET_CARGO_BUILD_OPTS MARMOSET_CARGO_INSTALL_OPTS
+	MARMOSET_OVERRIDE_SRCDIR MARMOSET_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS RSYNC_VCS_EXCLUSIONS STRIPCMD HOST_DIR
+	BR2_ROOTFS_POST_IMAGE_SCRIPT BR2_ROOTFS_POST_SCRIPT_ARGS BR2_ROOTFS_POST_IMAGE_SCRIPT_ARGS)
 declare -A TRIPLE
 for c in "$EXT"/configs/*_defconfig; do
 	name=$(basename "$c" _defconfig)
@@ -127,25 +143,25 @@ for c in "$EXT"/configs/*_defconfig; do
 		fi
 		rm -rf "$n"
 	fi
-	# The HTTPS option turns the tls cargo feature on.
+	# The HTTPS option turns the tls cargo feature on, for pkg-cargo.mk's
+	# `cargo build` and for its `cargo install`, which builds again with
+	# only the install options. Its output directory is kept for step 3.
 	t=$work/o-$name-tls
 	rm -rf "$t"
 	mkdir -p "$t"
 	cp "$o/.config" "$t/.config"
 	"$BR/utils/config" --file "$t/.config" --enable BR2_PACKAGE_MARMOSET_TLS
 	make -s -C "$BR" O="$t" BR2_EXTERNAL="$EXT" olddefconfig >"$work/$name-tls.log" 2>&1
-	tls_opts=$(make -s -C "$t" printvars VARS=MARMOSET_CARGO_BUILD_OPTS 2>/dev/null)
-	if grep -qx BR2_PACKAGE_MARMOSET_TLS=y "$t/.config" && [[ $tls_opts == *"--features tls"* ]]; then
-		ok "$name with BR2_PACKAGE_MARMOSET_TLS: cargo builds --features tls"
+	printvars "$name-tls" "${varlist[@]}" >"$work/$name-tls.vars"
+	tls_build=$(var MARMOSET_CARGO_BUILD_OPTS "$work/$name-tls.vars")
+	tls_install=$(var MARMOSET_CARGO_INSTALL_OPTS "$work/$name-tls.vars")
+	if grep -qx BR2_PACKAGE_MARMOSET_TLS=y "$t/.config" && [[ $tls_build == *"--features tls"* ]] &&
+		[[ $tls_install == *"--features tls"* ]]; then
+		ok "$name with BR2_PACKAGE_MARMOSET_TLS: cargo build and cargo install get --features tls"
 	else
-		bad "$name with BR2_PACKAGE_MARMOSET_TLS: no --features tls ($tls_opts)"
+		bad "$name with BR2_PACKAGE_MARMOSET_TLS: build options '$tls_build', install options '$tls_install'"
 	fi
-	rm -rf "$t"
-	printvars "$name" MARMOSET_DEPENDENCIES RUSTC_TARGET_NAME TARGET_CROSS PKG_CARGO_ENV \
-		MARMOSET_CARGO_ENV MARMOSET_CARGO_BUILD_OPTS MARMOSET_CARGO_INSTALL_OPTS \
-		MARMOSET_OVERRIDE_SRCDIR MARMOSET_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS RSYNC_VCS_EXCLUSIONS STRIPCMD HOST_DIR \
-		BR2_ROOTFS_POST_IMAGE_SCRIPT BR2_ROOTFS_POST_SCRIPT_ARGS BR2_ROOTFS_POST_IMAGE_SCRIPT_ARGS \
-		>"$work/$name.vars"
+	printvars "$name" "${varlist[@]}" >"$work/$name.vars"
 	deps=" $(var MARMOSET_DEPENDENCIES "$work/$name.vars" | xargs) "
 	want="host-rustc"
 	grep -qx BR2_TOOLCHAIN_USES_GLIBC=y "$o/.config" && want="$want libxcrypt"
@@ -181,19 +197,29 @@ for c in "$EXT"/configs/*_defconfig; do
 done
 
 # --- 3. builds ---------------------------------------------------------------
-# Buildroot's toolchain, under the names TARGET_CROSS gives it.
-mkdir -p "$work/host/bin"
-crossbin() { # crossbin BUILDROOT_PREFIX DEBIAN_PREFIX [EXTRA_LINK_ARGS]
-	printf '#!/bin/sh\nexec %sgcc "$@" %s\n' "$2" "${3-}" >"$work/host/bin/${1}gcc"
-	printf '#!/bin/sh\nexec %sstrip "$@"\n' "$2" >"$work/host/bin/${1}strip"
-	chmod +x "$work/host/bin/${1}gcc" "$work/host/bin/${1}strip"
+# Buildroot's toolchain: Debian's cross tools under the names TARGET_CROSS
+# gives them, in the configuration's HOST_DIR/bin, where the PATH of
+# TARGET_MAKE_ENV, CC and AR of TARGET_CONFIGURE_OPTS and STRIPCMD name them.
+# The compiler logs each source file it is given (ring's C and assembly).
+standins() { # standins VARS DEBIAN_PREFIX [EXTRA_LINK_ARGS]
+	local cross t
+	cross=$(var TARGET_CROSS "$1")
+	mkdir -p "${cross%/*}"
+	cat >"${cross}gcc" <<-END
+		#!/bin/sh
+		for a; do case \$a in *.c|*.S) echo "\$a" >>"$work/cc-sources.log" ;; esac; done
+		exec ${2}gcc "\$@" ${3-}
+	END
+	for t in gcc-ar gcc-nm gcc-ranlib strip; do
+		printf '#!/bin/sh\nexec %s%s "$@"\n' "$2" "$t" >"$cross$t"
+	done
+	chmod +x "${cross}gcc" "${cross}gcc-ar" "${cross}gcc-nm" "${cross}gcc-ranlib" "${cross}strip"
 }
 # Buildroot's glibc toolchain has libxcrypt in its staging sysroot; here
 # Debian's static libcrypt.a stands in (board/armhf-libcrypt.sh).
 if ! board/armhf-libcrypt.sh >"$work/armhf-libcrypt.log" 2>&1; then
 	bad "board/armhf-libcrypt.sh ($work/armhf-libcrypt.log)"
 fi
-export PATH="$work/host/bin:$PATH"
 
 # The release path: the tree as a tag's tarball has it (tracked files, with
 # uncommitted changes), vendored once per Cargo.lock.
@@ -239,37 +265,68 @@ if ! CARGO_HOME=$cohome cargo fetch --locked >"$work/fetch.log" 2>&1; then
 	bad "CARGO_HOME=.../br-cargo-home cargo fetch --locked ($work/fetch.log)"
 fi
 
+# A port nothing listens on yet, so that the answer is this server's.
 port=18600
+free_port() {
+	port=$((port + 1))
+	while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+}
+# serve LABEL LOG URL WANT CURL_ARGS... -- COMMAND...: runs the server,
+# passes once curl gets a body matching WANT (grep -i) within 30 s.
+serve() {
+	local label=$1 log=$2 url=$3 want=$4 got="" pid deadline
+	shift 4
+	local args=()
+	while [ "$1" != -- ]; do args+=("$1"); shift; done
+	shift
+	"$@" >"$log" 2>&1 &
+	pid=$!
+	deadline=$(($(date +%s) + 30))
+	while [ "$(date +%s)" -lt "$deadline" ]; do
+		got=$(curl -fsS --max-time 2 "${args[@]}" "$url" 2>/dev/null) && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.2
+	done
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	if printf '%s' "$got" | grep -qi "$want"; then
+		ok "$label"
+	else
+		sed 's/^/    /' "$log" | head -n 5
+		bad "$label: no answer (${got:0:80})"
+	fi
+}
+
 for name in "${!TRIPLE[@]}"; do
 	triple=${TRIPLE[$name]}
-	vars=$work/$name.vars
 	if [ -z "$triple" ]; then
 		bad "$name: no RUSTC_TARGET_NAME (host-rustc not available for this configuration): no build"
 		continue
 	fi
-	cross=$(basename "$(var TARGET_CROSS "$vars")")
-	case $triple in
-	aarch64-*) crossbin "$cross" aarch64-linux-gnu- ; qemu=(qemu-aarch64-static) ;;
-	armv7-*)
-		# libcrypt is in the sysroot only when the package depends on libxcrypt.
-		sysroot=""
-		case " $(var MARMOSET_DEPENDENCIES "$vars") " in
-		*" libxcrypt "*) sysroot="-L$repo/board/armhf-sysroot" ;;
-		esac
-		crossbin "$cross" arm-linux-gnueabihf- "$sysroot"
-		qemu=(qemu-arm-static -L /usr/arm-linux-gnueabihf) ;;
-	*) bad "$name: no stand-in toolchain for $triple"; continue ;;
-	esac
-	env_line="$(var PKG_CARGO_ENV "$vars") $(var MARMOSET_CARGO_ENV "$vars")"
-	build_opts=$(var MARMOSET_CARGO_BUILD_OPTS "$vars")
-	install_opts=$(var MARMOSET_CARGO_INSTALL_OPTS "$vars")
 	declare -A SIZE=()
-	for path in release checkout; do
+	# The HTTPS variant is built from the release path only.
+	for path in release checkout tls; do
+		vars=$work/$name.vars
+		[ $path = tls ] && vars=$work/$name-tls.vars
 		label="$name ($triple, $path path)"
-		if [ $path = release ]; then
-			src=$dlsrc
-			home=$work/cargo-home-release
-		else
+		[ $path = tls ] && label="$name with BR2_PACKAGE_MARMOSET_TLS ($triple, release path)"
+		case $triple in
+		aarch64-*) standins "$vars" aarch64-linux-gnu- ; qemu=(qemu-aarch64-static) ;;
+		armv7-*)
+			# libcrypt is in the sysroot only when the package depends on libxcrypt.
+			sysroot=""
+			case " $(var MARMOSET_DEPENDENCIES "$vars") " in
+			*" libxcrypt "*) sysroot="-L$repo/board/armhf-sysroot" ;;
+			esac
+			standins "$vars" arm-linux-gnueabihf- "$sysroot"
+			qemu=(qemu-arm-static -L /usr/arm-linux-gnueabihf) ;;
+		*) bad "$name: no stand-in toolchain for $triple"; continue 2 ;;
+		esac
+		# pkg-cargo.mk: $(TARGET_MAKE_ENV) $(TARGET_CONFIGURE_OPTS) $(PKG_CARGO_ENV) $(MARMOSET_CARGO_ENV)
+		env_line="$(var TARGET_MAKE_ENV "$vars") $(var TARGET_CONFIGURE_OPTS "$vars") $(var PKG_CARGO_ENV "$vars") $(var MARMOSET_CARGO_ENV "$vars")"
+		build_opts=$(var MARMOSET_CARGO_BUILD_OPTS "$vars")
+		install_opts=$(var MARMOSET_CARGO_INSTALL_OPTS "$vars")
+		if [ $path = checkout ]; then
 			src=$work/src-checkout
 			home=$cohome
 			mkdir -p "$src"
@@ -282,6 +339,9 @@ for name in "${!TRIPLE[@]}"; do
 			fi
 			# shellcheck disable=SC2086 # split as make splits them
 			rsync -au --chmod=u=rwX,go=rX $excl $vcs "$from/" "$src"
+		else
+			src=$dlsrc
+			home=$work/cargo-home-release
 		fi
 		if [ -f "$src/.cargo/config.toml" ] && [ $path = checkout ]; then
 			note "$label: the checkout's .cargo/config.toml is in the build directory"
@@ -289,7 +349,7 @@ for name in "${!TRIPLE[@]}"; do
 		tdir=$work/target-$name-$path
 		root=$work/root-$name-$path
 		log=$work/$name-$path.log
-		rm -rf "$root"
+		rm -rf "$root" "$work/cc-sources.log"
 		t0=$(date +%s)
 		# The commands of pkg-cargo.mk's build and install steps, in the
 		# package's source directory, with its environment. CARGO_HOME is
@@ -308,37 +368,55 @@ for name in "${!TRIPLE[@]}"; do
 		fi
 		bin=$root/usr/bin/marmoset
 		# Buildroot strips the target tree with STRIPCMD.
-		eval "$(var STRIPCMD "$vars" | sed "s|^.*/||") '$bin'"
+		eval "$(var STRIPCMD "$vars") '$bin'"
 		size=$(stat -c %s "$bin")
 		SIZE[$path]=$size
 		echo "size - $label: /usr/bin/marmoset $size bytes stripped ($(date -u +%F))"
 		static=dynamic
 		file "$bin" | grep -q 'statically linked\|static-pie' && static=static
 		echo "     $(file -b "$bin" | cut -d, -f1-2), $static"
-		# Serve the overlay's demo UI under qemu-user.
-		# A port nothing listens on yet, so that the answer is this server's.
-		port=$((port + 1))
-		while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
-		"${qemu[@]}" "$bin" --root "$repo/rootfs-overlay/www" --listen "127.0.0.1:$port" >"$work/$name-$path.serve.log" 2>&1 &
-		pid=$!
-		got=""
-		deadline=$(($(date +%s) + 20))
-		while [ "$(date +%s)" -lt "$deadline" ]; do
-			got=$(curl -fsS --max-time 2 "http://127.0.0.1:$port/" 2>/dev/null) && break
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.2
-		done
-		kill "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
-		if printf '%s' "$got" | grep -qi '<html'; then
-			ok "$label: ${qemu[0]} marmoset answers GET / on 127.0.0.1:$port"
-		else
-			sed 's/^/    /' "$work/$name-$path.serve.log" | head -n 5
-			bad "$label: no HTTP answer under ${qemu[0]}"
-		fi
 		if [ $static = static ] && [ "$triple" = armv7-unknown-linux-gnueabihf ]; then
 			bad "$label: statically linked glibc binary (the project's +crt-static reached Buildroot's build)"
 		fi
+		free_port
+		if [ $path != tls ]; then
+			# Serve the overlay's demo UI under qemu-user.
+			serve "$label: ${qemu[0]} marmoset answers GET / on 127.0.0.1:$port" "$work/$name-$path.serve.log" \
+				"http://127.0.0.1:$port/" '<html' -- \
+				"${qemu[@]}" "$bin" --root "$repo/rootfs-overlay/www" --listen "127.0.0.1:$port"
+			continue
+		fi
+		# ring's C and assembly went through TARGET_CC (CC of
+		# TARGET_CONFIGURE_OPTS, which cc-rs takes when no CC_<target> or
+		# TARGET_CC is set). A warm build compiles nothing: then ring's
+		# build script output says which compiler it ran.
+		cc=$(var TARGET_CC "$vars")
+		if [ -s "$work/cc-sources.log" ]; then
+			n_ring=$(grep -cE '/ring(-[0-9.]+)?/(crypto|third_party|pregenerated)/' "$work/cc-sources.log")
+			check "$label: ring's C and assembly compiled by TARGET_CC, ${cc##*/} ($n_ring files)" [ "$n_ring" -gt 0 ]
+		else
+			check "$label: ring built (earlier) with TARGET_CC, ${cc##*/} (its build script's output)" \
+				grep -rqx --include=output "CC = Some($cc)" "$tdir/$triple/release/build"
+		fi
+		# HTTPS under qemu-user with a certificate made at first start.
+		h=$work/https-$name
+		rm -rf "$h"
+		mkdir -p "$h/www"
+		body="marmoset over HTTPS, $name"
+		echo "$body" >"$h/www/index.html"
+		printf '%s\n' "listen 127.0.0.1:$port tls" "tls-cert $h/cert.pem" "tls-key $h/key.pem" \
+			"tls-self-signed on" "root $h/www" >"$h/marmoset.conf"
+		check "$label: marmoset --check-config accepts the TLS settings" \
+			quiet "${qemu[@]}" "$bin" --config "$h/marmoset.conf" --check-config
+		plain=$work/root-$name-release/usr/bin/marmoset
+		if [ -x "$plain" ]; then
+			check "$label: the plain build of the same defconfig refuses them (built without TLS)" \
+				not "${qemu[@]}" "$plain" --config "$h/marmoset.conf" --check-config 2>/dev/null
+		fi
+		serve "$label: ${qemu[0]} marmoset answers https://localhost:$port/ 200 with the page (curl --cacert on its own certificate)" \
+			"$work/$name-tls.serve.log" "https://localhost:$port/" "^$body\$" \
+			--cacert "$h/cert.pem" --resolve "localhost:$port:127.0.0.1" -- \
+			"${qemu[@]}" "$bin" --config "$h/marmoset.conf"
 	done
 	if [ -n "${SIZE[release]-}" ] && [ -n "${SIZE[checkout]-}" ]; then
 		# Paths differ between the two trees (panic locations of the vendored

@@ -5,15 +5,21 @@
 #  2. bitbake (as a non-root user, BB_NO_NETWORK=1, a build directory written
 #     here with oe-core's meta + meta-marmoset, MACHINE qemuarm64) runs
 #     `bitbake -e marmoset` and `bitbake -n marmoset` (dry run of the whole
-#     task graph) under INIT_MANAGER "sysvinit" and "systemd", checks S,
-#     DEPENDS, the init variables, and runs the recipe's expanded do_install
-#     shell code against this checkout to see which init files it installs;
-#  3. reproduces cargo.bbclass's build for aarch64: the crates of
-#     marmoset-crates.inc fetched and unpacked as bitbake's crate fetcher does
-#     (sha256 checked, .cargo-checksum.json), $CARGO_HOME/config.toml as
-#     cargo_common_do_configure writes it, `cargo build -v --frozen --target
-#     ... --release --manifest-path=...` from a separate build directory; the
-#     binary then answers curl under qemu-aarch64-static.
+#     task graph) under INIT_MANAGER "sysvinit" and "systemd", the latter with
+#     PACKAGECONFIG:append:pn-marmoset = " tls" in local.conf; checks S,
+#     DEPENDS, the init variables, the cargo command (--features tls only with
+#     PACKAGECONFIG tls) and the C compiler do_compile hands to ring, and runs
+#     the recipe's expanded do_install shell code against this checkout to
+#     see which init files it installs;
+#  3. reproduces cargo.bbclass's build for aarch64, once as each configuration
+#     expands the recipe: the crates of marmoset-crates.inc fetched and
+#     unpacked as bitbake's crate fetcher does (sha256 checked,
+#     .cargo-checksum.json), $CARGO_HOME/config.toml as
+#     cargo_common_do_configure writes it, oe_cargo_fix_env's environment,
+#     `cargo build -v --frozen --target ... --release --manifest-path=...
+#     ${PACKAGECONFIG_CONFARGS}` from a separate build directory; the plain
+#     binary then answers curl under qemu-aarch64-static, the tls one HTTPS
+#     (curl --cacert on the certificate it makes).
 # Not covered: the real do_fetch/do_compile (no network for oe's sources,
 # and rust-native would be built from source), the glibc target (Debian has
 # no arm64 cross libcrypt; the musl target is what TCLIBC = "musl" builds),
@@ -21,7 +27,10 @@
 # Env: OE_CORE_DIR, BITBAKE_DIR (default ../shared/upstream/... next to the
 # checkout), MARMOSET_YOCTO_USER (default marmoset-bb when run as root),
 # MARMOSET_YOCTO_WORK (build dirs and caches, default ~USER/.cache/marmoset-yocto;
-# the parse cache there makes a second run fast).
+# the parse cache there makes a second run fast), MARMOSET_YOCTO_CRATES (the
+# downloaded crates, default ~/.cache/marmoset-yocto-crates) and
+# MARMOSET_YOCTO_CARGO (step 3's work directories, kept so that a second run
+# builds nothing, default ~/.cache/marmoset-yocto-cargo).
 # Last line: "N passed, M failed".
 # shellcheck disable=SC2317 # helpers called through check
 set -u
@@ -124,10 +133,18 @@ contains() { case $1 in *" $2 "*) return 0 ;; *) return 1 ;; esac; } # contains 
 one_of() { contains "$1" "$2" && ! contains "$1" "$3"; } # WORDS HAS HAS-NOT
 both() { contains "$1" "$2" && contains "$1" "$3"; }
 same() { [ "$1" = "$2" ]; }
+fn_body() { sed -n "/^$1() {\$/,/^}\$/p" "$E"; } # fn_body NAME: a shell function from bitbake -e
+fn_has() { fn_body "$1" | grep -qx "$2"; }        # fn_has NAME LINE-PATTERN
+quiet() { "$@" >/dev/null; }                      # a command whose output is not the test's
 
 strip=""
+# The systemd build also turns HTTPS on the way board/README.md says (a
+# configuration of its own would cost another dry run of every task); the
+# sysvinit one keeps the default.
 for im in sysvinit systemd; do
 	BD=$WORK/build-$im
+	tls_line=""
+	[ $im = systemd ] && tls_line='PACKAGECONFIG:append:pn-marmoset = " tls"'
 	as_user mkdir -p "$BD/conf"
 	as_user sh -c "cat >'$BD/conf/local.conf'" <<EOF
 # Written by tests/packaging/yocto.sh
@@ -138,6 +155,7 @@ DL_DIR = "$WORK/downloads"
 SSTATE_DIR = "$BD/sstate-cache"
 BB_NO_NETWORK = "1"
 CONF_VERSION = "2"
+$tls_line
 EOF
 	as_user sh -c "cat >'$BD/conf/bblayers.conf'" <<EOF
 # Written by tests/packaging/yocto.sh
@@ -163,6 +181,26 @@ EOF
 		same "$S" "${UNPACKDIR:-?}/marmoset-$VERSION"
 	check "[$im] DEPENDS has virtual/crypt" contains "$(words DEPENDS)" virtual/crypt
 	check "[$im] CARGO_BUILD_FLAGS has --frozen" contains "$(words CARGO_BUILD_FLAGS)" --frozen
+	# cargo.bbclass's oe_cargo_build runs `cargo build ${CARGO_BUILD_FLAGS}
+	# ${PACKAGECONFIG_CONFARGS}`: the command as bitbake expanded it.
+	cargo_line=$(fn_body oe_cargo_build | sed -n 's/^[[:space:]]*"cargo" build \(.*\)$/ \1 /p' | tr -s ' \t' '  ')
+	if [ $im = systemd ]; then
+		check "[$im] PACKAGECONFIG tls from local.conf: PACKAGECONFIG_CONFARGS is '$(var PACKAGECONFIG_CONFARGS)'" \
+			contains "$(words PACKAGECONFIG_CONFARGS)" --features
+		check "[$im] oe_cargo_build runs cargo build ... --features tls" contains "$cargo_line" "--features tls"
+		# ring's C and assembly: do_compile exports CC and TARGET_CC (cc-rs
+		# takes TARGET_CC) as the wrapper around the cross gcc, and the
+		# cross gcc and libc are in DEPENDS already.
+		check "[$im] do_compile runs oe_cargo_fix_env" fn_has do_compile '[[:space:]]*oe_cargo_fix_env'
+		check "[$im] oe_cargo_fix_env exports TARGET_CC=\${RUST_TARGET_CC} (wrapper/$(var RUST_TARGET_CC | sed 's|.*/||'))" \
+			fn_has oe_cargo_fix_env "[[:space:]]*export TARGET_CC=\"$(var RUST_TARGET_CC)\""
+		check "[$im] that wrapper runs the cross gcc (WRAPPER_TARGET_CC: $(var WRAPPER_TARGET_CC | cut -d' ' -f1))" \
+			same "$(var WRAPPER_TARGET_CC | cut -d' ' -f1)" "$(var TARGET_PREFIX)gcc"
+		check "[$im] DEPENDS has it and the C library already (gcc-cross-$(var TARGET_ARCH), virtual/libc)" \
+			both "$(words DEPENDS)" "gcc-cross-$(var TARGET_ARCH)" virtual/libc
+	else
+		check "[$im] no PACKAGECONFIG: no --features in the cargo command" not contains "$cargo_line" --features
+	fi
 	# The recipe's cargo environment, used again in step 3.
 	strip=$(sed -n 's/^export CARGO_PROFILE_RELEASE_STRIP="\(.*\)"$/\1/p' "$E")
 	check "[$im] binary left unstripped for do_package (CARGO_PROFILE_RELEASE_STRIP=${strip:-unset})" same "$strip" false
@@ -219,21 +257,21 @@ EOF
 	fi
 done
 
-# --- 3. cargo build as cargo.bbclass runs it, for aarch64 (musl).
+# --- 3. cargo build as cargo.bbclass runs it, for aarch64 (musl): the
+# recipe as the sysvinit configuration expands it (no PACKAGECONFIG) and as
+# the systemd one does (PACKAGECONFIG tls), each in a WORKDIR of its own,
+# kept between runs so that an unchanged tree builds nothing.
 TARGET=aarch64-unknown-linux-musl
 if ! rustup target list --installed 2>/dev/null | grep -qx $TARGET; then
 	rustup target add $TARGET >/dev/null 2>&1 || bad "rustup target add $TARGET"
 fi
-CW=$TMP/cargo # stands for ${WORKDIR}
-CS=$CW/sources/marmoset-$VERSION CH=$CW/sources/cargo_home CB=$CW/build
 CDL=${MARMOSET_YOCTO_CRATES:-$HOME/.cache/marmoset-yocto-crates}
-mkdir -p "$CS" "$CH/bitbake" "$CB" "$CDL"
-git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$CS"
-# do_fetch + do_unpack of the crate:// entries (bitbake's crate fetcher:
+CWS=${MARMOSET_YOCTO_CARGO:-$HOME/.cache/marmoset-yocto-cargo}
+mkdir -p "$CDL" "$CWS"
+# do_fetch of the crate:// entries (bitbake's crate fetcher:
 # https://static.crates.io/crates/NAME/VERSION/download, checked against
-# SRC_URI[NAME-VERSION.sha256sum], unpacked into cargo_home/bitbake with a
-# .cargo-checksum.json naming the package's sha256 and no files).
-fetched=0 fetch_bad=""
+# SRC_URI[NAME-VERSION.sha256sum]).
+fetched=0 fetch_bad="" crates=""
 # shellcheck disable=SC2013 # NAME/VERSION words
 for nv in $(sed -n 's|^ *crate://crates.io/\([^/]*\)/\([^ ]*\) .*|\1/\2|p' "$INC"); do
 	n=${nv%/*} v=${nv#*/}
@@ -243,18 +281,38 @@ for nv in $(sed -n 's|^ *crate://crates.io/\([^/]*\)/\([^ ]*\) .*|\1/\2|p' "$INC
 		curl -fsSL -o "$f.part" "https://static.crates.io/crates/$n/$v/download" && mv "$f.part" "$f"
 	fi
 	if [ -s "$f" ] && [ "$(sha256sum "$f" | cut -d' ' -f1)" = "$sum" ]; then
-		tar -xz --no-same-owner -f "$f" -C "$CH/bitbake" &&
-			printf '{"files": {}, "package": "%s"}' "$sum" >"$CH/bitbake/$n-$v/.cargo-checksum.json" &&
-			fetched=$((fetched + 1))
+		fetched=$((fetched + 1)) crates="$crates $n-$v:$sum"
 	else
 		fetch_bad="$fetch_bad $n-$v"
 		rm -f "$f"
 	fi
 done
-check "crates fetched, sha256 as in marmoset-crates.inc, unpacked ($fetched/$n_lock)" \
+check "crates fetched, sha256 as in marmoset-crates.inc ($fetched/$n_lock)" \
 	same "$fetched${fetch_bad:+ bad:$fetch_bad}" "$n_lock" || echo "     bad:$fetch_bad"
-# do_configure: cargo_common_do_configure's config.toml.
-cat >"$CH/config.toml" <<EOF
+
+# oe_build KIND: do_unpack, do_configure and do_compile with what bitbake -e
+# said in $E, in $CWS/KIND (standing for ${WORKDIR}); the binary in $BIN.
+oe_build() {
+	kind=$1 BIN=""
+	oe_wd=$(var WORKDIR) confargs=$(var PACKAGECONFIG_CONFARGS)
+	if [ -z "$oe_wd" ]; then
+		bad "[$kind] no bitbake -e output to build from"
+		return 1
+	fi
+	CW=$CWS/$kind
+	CS=$CW/sources/marmoset-$VERSION CH=$CW/sources/cargo_home CB=$CW/build
+	rm -rf "$CS" "$CH" "$CW/wrapper" "$CW/cc-sources.log"
+	mkdir -p "$CS" "$CH/bitbake" "$CB" "$CW/wrapper/bin"
+	# The tracked files keep their times, so cargo sees them unchanged.
+	git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$CS"
+	# do_unpack: each crate into cargo_home/bitbake with a
+	# .cargo-checksum.json naming the package's sha256 and no files.
+	for c in $crates; do
+		tar -xz --no-same-owner -f "$CDL/${c%:*}.crate" -C "$CH/bitbake" &&
+			printf '{"files": {}, "package": "%s"}' "${c#*:}" >"$CH/bitbake/${c%:*}/.cargo-checksum.json"
+	done
+	# do_configure: cargo_common_do_configure's config.toml.
+	cat >"$CH/config.toml" <<EOF
 # EXTRA_OECARGO_PATHS
 paths = [
 ]
@@ -281,49 +339,131 @@ linker = "gcc"
 [build]
 target-dir = "$CB/target"
 EOF
-# do_compile: oe_cargo_build from ${B}, so the checkout's .cargo/config.toml
-# (rust-lld, rustflags, rustc wrapper) is not read, as in oe.
-# CARGO_PROFILE_RELEASE_STRIP as the recipe exports it (bitbake -e above).
-BIN=$CB/target/$TARGET/release/marmoset
-if (cd "$CB" && env -u RUSTC_WRAPPER -u CARGO_TARGET_DIR -u CARGO_BUILD_TARGET -u RUSTFLAGS \
-	CARGO_HOME="$CH" RUSTFLAGS="--remap-path-prefix=$CW=/usr/src/debug/marmoset/$VERSION" \
-	${strip:+CARGO_PROFILE_RELEASE_STRIP=$strip} PKG_CONFIG_ALLOW_CROSS=1 RUST_BACKTRACE=1 \
-	cargo build -v --frozen --target $TARGET --release --manifest-path="$CS/Cargo.toml") >"$TMP/cargo.log" 2>&1; then
-	ok "cargo build -v --frozen --target $TARGET --release (oe's config, vendored crates)"
-else
-	bad "cargo build --frozen (oe's config)"
-	tail -n 20 "$TMP/cargo.log"
+	# rust-common.bbclass's wrappers with Debian's cross gcc for oe's:
+	# target-rust-cc adds TARGET_CC_ARCH, and CRATE_CC_FLAGS when cc-rs's
+	# own defaults are off (CRATE_CC_NO_DEFAULTS) for a target that is not
+	# bare metal; it logs the C and assembly files it compiles.
+	cat >"$CW/wrapper/target-rust-cc" <<EOF
+#!/bin/sh
+for a; do case \$a in *.c|*.S) echo "\$a" >>"$CW/cc-sources.log" ;; esac; done
+extra=""
+if [ -n "\${CRATE_CC_NO_DEFAULTS+set}" ] && [ -n "\${TARGET+set}" ]; then
+	case \$TARGET in *-none-*) ;; *) extra="$(var CRATE_CC_FLAGS)" ;; esac
 fi
-check "the build did not use the checkout's .cargo/config.toml (no rustc-remap.sh, rust-lld)" \
-	not grep -q "rustc-remap.sh\|rust-lld" "$TMP/cargo.log"
-check "linked by aarch64-linux-gnu-gcc (oe: RUST_TARGET_CCLD)" grep -q 'linker=aarch64-linux-gnu-gcc' "$TMP/cargo.log" ||
-	grep -o -- '-C linker=[^ ]*' "$TMP/cargo.log" | sort -u | sed 's/^/     /'
-if [ -x "$BIN" ]; then
+exec aarch64-linux-gnu-gcc $(var TARGET_CC_ARCH) \$extra "\$@"
+EOF
+	printf '#!/bin/sh\nexec gcc "$@"\n' >"$CW/wrapper/build-rust-cc"
+	# AR as oe names it (TARGET_PREFIX), on PATH.
+	printf '#!/bin/sh\nexec aarch64-linux-gnu-gcc-ar "$@"\n' >"$CW/wrapper/bin/$(var AR)"
+	chmod +x "$CW/wrapper/target-rust-cc" "$CW/wrapper/build-rust-cc" "$CW/wrapper/bin/$(var AR)"
+	# do_compile: oe_cargo_fix_env as bitbake expanded it (CC, TARGET_CC,
+	# CFLAGS, AR, HOST_CC, ... with this WORKDIR), CRATE_CC_NO_DEFAULTS,
+	# then oe_cargo_build from ${B}, so the checkout's .cargo/config.toml
+	# (rust-lld, rustflags, rustc wrapper) is not read, as in oe.
+	# CARGO_PROFILE_RELEASE_STRIP as the recipe exports it.
+	fix_env=$(fn_body oe_cargo_fix_env | sed -e '1d' -e '$d' -e "s|$oe_wd|$CW|g")
+	strip=$(sed -n 's/^export CARGO_PROFILE_RELEASE_STRIP="\(.*\)"$/\1/p' "$E")
+	log=$CW/cargo.log
+	# The checks below read the rustc command lines of the build that made
+	# the binary: without them, make cargo build marmoset itself again.
+	[ -s "$CW/cargo-built.log" ] || touch "$CS/src/main.rs"
+	t0=$(date +%s)
+	# shellcheck disable=SC2086 # PACKAGECONFIG_CONFARGS split as the shell splits it in oe_cargo_build
+	if (cd "$CB" && unset RUSTC_WRAPPER CARGO_TARGET_DIR CARGO_BUILD_TARGET RUSTFLAGS &&
+		eval "$fix_env" && export CRATE_CC_NO_DEFAULTS=1 PATH="$CW/wrapper/bin:$PATH" &&
+		env CARGO_HOME="$CH" RUSTFLAGS="--remap-path-prefix=$CW=/usr/src/debug/marmoset/$VERSION" \
+			${strip:+CARGO_PROFILE_RELEASE_STRIP=$strip} PKG_CONFIG_ALLOW_CROSS=1 RUST_BACKTRACE=1 \
+			cargo build -v --frozen --target $TARGET --release --manifest-path="$CS/Cargo.toml" $confargs) >"$log" 2>&1; then
+		ok "[$kind] cargo build -v --frozen --target $TARGET --release$confargs (oe's config and environment, vendored crates, $(($(date +%s) - t0)) s)"
+	else
+		bad "[$kind] cargo build --frozen$confargs (oe's config)"
+		tail -n 20 "$log"
+		return 1
+	fi
+	# A warm build runs no rustc: keep the log of the one that did.
+	grep -q -- '--crate-name marmoset ' "$log" && cp "$log" "$CW/cargo-built.log"
+	log=$CW/cargo-built.log
+	check "[$kind] the build did not use the checkout's .cargo/config.toml (no rustc-remap.sh, rust-lld)" \
+		sh -c "[ -s '$log' ] && ! grep -q 'rustc-remap.sh\|rust-lld' '$log'"
+	check "[$kind] linked by aarch64-linux-gnu-gcc (oe: RUST_TARGET_CCLD)" grep -q 'linker=aarch64-linux-gnu-gcc' "$log" ||
+		grep -o -- '-C linker=[^ ]*' "$log" | sort -u | sed 's/^/     /'
+	BIN=$CB/target/$TARGET/release/marmoset
+	if [ ! -x "$BIN" ]; then
+		bad "[$kind] no binary at $BIN"
+		return 1
+	fi
 	info=$(file -b "$BIN")
 	echo "     $info"
 	arm_unstripped() { case $info in *aarch64*"not stripped"*) return 0 ;; *) return 1 ;; esac; }
-	check "aarch64 ELF, not stripped (left to do_package)" arm_unstripped
+	check "[$kind] aarch64 ELF, not stripped (left to do_package)" arm_unstripped
 	# What the image gets: do_package strips it.
-	aarch64-linux-gnu-strip -o "$TMP/marmoset.stripped" "$BIN" &&
-		echo "     size with oe's flags, stripped as do_package does: $(stat -c %s "$TMP/marmoset.stripped") bytes"
-	mkdir -p "$TMP/www"
-	echo "marmoset on aarch64" >"$TMP/www/index.html"
-	: >"$TMP/empty.conf"
-	port=$((20000 + $$ % 20000))
-	qemu-aarch64-static "$BIN" --config "$TMP/empty.conf" --listen "127.0.0.1:$port" --root "$TMP/www" \
-		>"$TMP/server.log" 2>&1 &
-	qpid=$!
-	got=""
-	for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-		got=$(curl -fsS "http://127.0.0.1:$port/" 2>/dev/null) && break
-		sleep 0.5
+	aarch64-linux-gnu-strip -o "$TMP/marmoset-$kind.stripped" "$BIN" &&
+		echo "     size with oe's flags, stripped as do_package does: $(stat -c %s "$TMP/marmoset-$kind.stripped") bytes ($(date -u +%F))"
+}
+
+# serve LOG URL WANT CACERT COMMAND...: runs the server until curl gets WANT
+# from URL (30 s at most); true if it did. With CACERT, curl trusts only
+# that certificate and takes localhost:$port for 127.0.0.1.
+serve() {
+	_log=$1 _url=$2 _want=$3 _ca=$4 _got=""
+	shift 4
+	"$@" >"$_log" 2>&1 &
+	_pid=$!
+	_deadline=$(($(date +%s) + 30))
+	while [ "$(date +%s)" -lt "$_deadline" ]; do
+		if [ -n "$_ca" ]; then
+			_got=$(curl -fsS --max-time 2 --cacert "$_ca" --resolve "localhost:$port:127.0.0.1" "$_url" 2>/dev/null) && break
+		else
+			_got=$(curl -fsS --max-time 2 "$_url" 2>/dev/null) && break
+		fi
+		kill -0 "$_pid" 2>/dev/null || break
+		sleep 0.2
 	done
-	check "qemu-aarch64-static: the binary answers curl on 127.0.0.1:$port" [ "$got" = "marmoset on aarch64" ] ||
-		sed 's/^/     /' "$TMP/server.log"
-	kill "$qpid" 2>/dev/null
-	wait "$qpid" 2>/dev/null
-else
-	bad "no binary at $BIN"
+	kill "$_pid" 2>/dev/null
+	wait "$_pid" 2>/dev/null
+	[ "$_got" = "$_want" ] || { sed 's/^/     /' "$_log" | head -n 5; return 1; }
+}
+
+port=$((20000 + $$ % 20000))
+mkdir -p "$TMP/www"
+echo "marmoset on aarch64" >"$TMP/www/index.html"
+: >"$TMP/empty.conf"
+
+E=$TMP/env-sysvinit
+if oe_build plain; then
+	PLAIN=$BIN
+	check "[plain] qemu-aarch64-static: the binary answers curl on 127.0.0.1:$port" \
+		serve "$TMP/server.log" "http://127.0.0.1:$port/" "marmoset on aarch64" "" \
+		qemu-aarch64-static "$BIN" --config "$TMP/empty.conf" --listen "127.0.0.1:$port" --root "$TMP/www"
+fi
+
+E=$TMP/env-systemd
+if oe_build tls; then
+	n_ring=$(grep -cE '/ring-[0-9.]+/(crypto|third_party|pregenerated)/' "$CW/cc-sources.log" 2>/dev/null)
+	if [ "${n_ring:-0}" -gt 0 ]; then
+		ok "[tls] ring's C and assembly compiled through TARGET_CC, wrapper/target-rust-cc ($n_ring files)"
+	else
+		# A warm build compiles nothing: ring is then fresh, and its
+		# build script's output says which compiler it ran.
+		check "[tls] ring built (earlier) with TARGET_CC, wrapper/target-rust-cc (its build script's output)" \
+			sh -c "grep -q 'Fresh ring v' '$CW/cargo.log' && grep -rqx --include=output \
+				'TARGET_CC = Some($CW/wrapper/target-rust-cc)' '$CB/target/$TARGET/release/build'"
+	fi
+	h=$TMP/https
+	mkdir -p "$h/www"
+	echo "marmoset over HTTPS on aarch64" >"$h/www/index.html"
+	port=$((port + 1))
+	printf '%s\n' "listen 127.0.0.1:$port tls" "tls-cert $h/cert.pem" "tls-key $h/key.pem" \
+		"tls-self-signed on" "root $h/www" >"$h/marmoset.conf"
+	check "[tls] marmoset --check-config accepts the TLS settings" \
+		quiet qemu-aarch64-static "$BIN" --config "$h/marmoset.conf" --check-config
+	if [ -n "${PLAIN-}" ]; then
+		check "[tls] the plain build refuses them (built without TLS)" \
+			not qemu-aarch64-static "$PLAIN" --config "$h/marmoset.conf" --check-config 2>/dev/null
+	fi
+	check "[tls] qemu-aarch64-static: https://localhost:$port/ answers 200 with the page (curl --cacert on the certificate it made)" \
+		serve "$TMP/server-tls.log" "https://localhost:$port/" "marmoset over HTTPS on aarch64" "$h/cert.pem" \
+		qemu-aarch64-static "$BIN" --config "$h/marmoset.conf"
 fi
 
 finish

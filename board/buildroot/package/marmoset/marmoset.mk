@@ -29,9 +29,12 @@ MARMOSET_OVERRIDE_SRCDIR_RSYNC_EXCLUSIONS += \
 	--exclude /tests/out --exclude /bench/out --exclude /fuzz/target
 
 # HTTPS: ring's C and assembly are built by the cross compiler, which
-# pkg-cargo.mk hands to cargo.
+# pkg-cargo.mk hands to cargo (CC). Its install step runs `cargo install`,
+# which builds again with the install options only: without the feature
+# there, the plain binary would be installed.
 ifeq ($(BR2_PACKAGE_MARMOSET_TLS),y)
 MARMOSET_CARGO_BUILD_OPTS += --features tls
+MARMOSET_CARGO_INSTALL_OPTS += --features tls
 endif
 
 define MARMOSET_USERS
