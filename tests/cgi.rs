@@ -409,6 +409,12 @@ fn deep_paths_under_the_prefix_find_the_right_script_or_none() {
 }
 
 /// Processes whose command line contains `needle`.
+/// The command line of server `s`'s own `slow` script: tests running
+/// beside it run theirs from other roots.
+fn slow_of(s: &Server) -> String {
+    format!("{}/cgi-bin/slow", s.root.path().display())
+}
+
 fn processes_with(needle: &str) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .unwrap()
@@ -502,7 +508,7 @@ fn beyond_the_script_limit_clients_get_503_and_the_rest_are_served() {
         })
         .collect();
     assert!(wait_until(Duration::from_secs(10), || processes_with(
-        "cgi-bin/slow"
+        &slow_of(&s)
     )
     .len()
         >= 2));
@@ -527,7 +533,7 @@ fn a_slow_script_does_not_hold_up_other_clients() {
         read_to_close(&mut c)
     });
     assert!(wait_until(Duration::from_secs(10), || !processes_with(
-        "cgi-bin/slow"
+        &slow_of(&s)
     )
     .is_empty()));
     // While the script sleeps, the same single worker answers everyone else.
@@ -535,7 +541,7 @@ fn a_slow_script_does_not_hold_up_other_clients() {
         s.assert_healthy();
     }
     assert!(
-        !processes_with("cgi-bin/slow").is_empty(),
+        !processes_with(&slow_of(&s)).is_empty(),
         "the script was still running meanwhile"
     );
     assert!(slow.join().unwrap().contains("\r\nslow\r\n"));
