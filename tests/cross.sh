@@ -17,6 +17,7 @@ cd "$(dirname "$0")/.." || exit 1
 [ $# = 1 ] || { echo "usage: $0 TARGET" >&2; exit 2; }
 TARGET=$1
 TGT=${CARGO_TARGET_DIR:-target}
+mkdir -p "$TGT"
 VERSION=$(sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n 1)
 
 # shellcheck source=tests/results.sh
