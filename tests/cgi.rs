@@ -191,39 +191,10 @@ fn a_64_mib_upload_streams_to_the_script_with_memory_flat() {
         "printf 'Content-Type: text/plain\\n\\n'; wc -c | tr -d ' '\n",
     );
     let s = Server::start_in(root, &["--cgi-max-body", &SIZE.to_string()]);
-    let rss = || {
-        proc_status(s.pid(), "VmRSS")
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .expect("the server's VmRSS")
-    };
-    let upload = |size: usize| {
-        let mut c = s.connect();
-        c.write_all(
-            format!("POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nContent-Length: {size}\r\n\r\n")
-                .as_bytes(),
-        )
-        .unwrap();
-        let block = vec![b'u'; 1 << 20];
-        let mut peak = 0;
-        for _ in 0..size / block.len() {
-            c.write_all(&block).unwrap();
-            peak = peak.max(rss());
-        }
-        let r = read_response(&mut c, false).expect("an answer");
-        assert_eq!((r.status, r.text()), (200, format!("{size}\n")));
-        peak
-    };
-    // A smaller upload first runs the same code once: under qemu-user the
-    // server's RSS is the emulator's, which grows as it translates code.
-    upload(8 << 20);
-    let before = rss();
-    let peak = upload(SIZE).max(before);
+    let grew = rss_growth_during_upload(&s, "/cgi-bin/count", SIZE, &format!("{SIZE}\n"));
     // The body goes through one buffer to the script's stdin; 2 MiB leaves
     // room for the allocator's own growth, far below the 64 MiB.
-    assert!(
-        peak - before < 2048,
-        "RSS grew from {before} kB to {peak} kB"
-    );
+    assert!(grew < 2048, "RSS grew by {grew} kB");
     s.assert_healthy();
 }
 

@@ -443,39 +443,10 @@ fn a_64_mib_upload_keeps_memory_flat() {
         reply(s, &n.to_string())
     });
     let server = backend.server(&[]);
-    let rss = || {
-        proc_status(server.pid(), "VmRSS")
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .unwrap()
-    };
-    let upload = |size: usize| {
-        let mut c = server.connect();
-        c.write_all(
-            format!("POST /api/up HTTP/1.1\r\nHost: t\r\nContent-Length: {size}\r\n\r\n")
-                .as_bytes(),
-        )
-        .unwrap();
-        let block = vec![b'u'; 1 << 20];
-        let mut peak = 0;
-        for _ in 0..size / block.len() {
-            c.write_all(&block).unwrap();
-            peak = peak.max(rss());
-        }
-        let r = read_response(&mut c, false).unwrap();
-        assert_eq!((r.status, r.text()), (200, size.to_string()));
-        peak
-    };
-    // A smaller upload first runs the same code once: under qemu-user the
-    // server's RSS is the emulator's, which grows as it translates code.
-    upload(8 << 20);
-    let before = rss();
-    let peak = upload(SIZE).max(before);
+    let grew = rss_growth_during_upload(&server, "/api/up", SIZE, &SIZE.to_string());
     // One body buffer (16 KiB) and the kernel's socket buffers are not RSS;
     // 2 MiB leaves room for the allocator's own growth.
-    assert!(
-        peak - before < 2048,
-        "RSS grew from {before} kB to {peak} kB"
-    );
+    assert!(grew < 2048, "RSS grew by {grew} kB");
     // The backend's own copy of the body is dropped with its record.
     backend.seen.lock().unwrap().clear();
 }

@@ -683,6 +683,38 @@ pub fn proc_status(pid: i32, field: &str) -> Option<String> {
     })
 }
 
+/// How much the server's RSS grows (kB) while it takes a POST of `size`
+/// bytes to `path`, sent a MiB at a time and sampled after each; `answer`
+/// is the body it must give. A smaller upload of the same kind goes first:
+/// under qemu-user the server's RSS is the emulator's, which grows as it
+/// translates code.
+pub fn rss_growth_during_upload(s: &Server, path: &str, size: usize, answer: &str) -> u64 {
+    let rss = || {
+        proc_status(s.pid(), "VmRSS")
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+            .expect("the server's VmRSS")
+    };
+    let upload = |size: usize| {
+        let mut c = s.connect();
+        let head = format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {size}\r\n\r\n");
+        c.write_all(head.as_bytes()).unwrap();
+        let block = vec![b'u'; 1 << 20];
+        let mut peak = 0;
+        for _ in 0..size / block.len() {
+            c.write_all(&block).unwrap();
+            peak = peak.max(rss());
+        }
+        let r = read_response(&mut c, false).expect("an answer");
+        (r.status, r.text(), peak)
+    };
+    let warm = (8 << 20).min(size);
+    assert_eq!(upload(warm).0, 200, "the warm-up upload");
+    let before = rss();
+    let (status, text, peak) = upload(size);
+    assert_eq!((status, text.as_str()), (200, answer));
+    peak.max(before) - before
+}
+
 /// Open file descriptors of a process.
 pub fn fd_count(pid: i32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
