@@ -1522,16 +1522,6 @@ fn at_the_limit_the_oldest_idle_connection_makes_room() {
     assert_eq!(ask(&mut idle[3]), Some(200), "the newest idle one stayed");
 }
 
-/// Resident memory of a process, in KiB.
-fn rss_kib(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// A listing of a huge directory for many clients that do not read costs
 /// one capped page, shared, not a whole page per connection.
 #[test]
@@ -1545,7 +1535,7 @@ fn listings_of_a_huge_directory_for_clients_that_do_not_read_stay_small() {
     }
     let s = Server::start_in(root, &["--listing", "on", "--send-timeout", "120"]);
     let worker = the_worker(&s);
-    let before = rss_kib(worker);
+    let before = data_rss_kib(worker);
     let stalled: Vec<TcpStream> = (0..40)
         .map(|_| {
             let mut c = s.connect();
@@ -1561,7 +1551,7 @@ fn listings_of_a_huge_directory_for_clients_that_do_not_read_stay_small() {
         "{}",
         &out[..out.len().min(200)]
     );
-    let grown = rss_kib(worker).saturating_sub(before);
+    let grown = data_rss_kib(worker).saturating_sub(before);
     assert!(grown < 16 * 1024, "the worker grew by {grown} KiB");
     assert!(out.contains("a-file-with-a-long-name-00999.txt"));
     assert!(!out.contains("a-file-with-a-long-name-01000.txt"));

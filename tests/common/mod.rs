@@ -683,36 +683,46 @@ pub fn proc_status(pid: i32, field: &str) -> Option<String> {
     })
 }
 
-/// How much the server's RSS grows (kB) while it takes a POST of `size`
-/// bytes to `path`, sent a MiB at a time and sampled after each; `answer`
-/// is the body it must give. A smaller upload of the same kind goes first:
-/// under qemu-user the server's RSS is the emulator's, which grows as it
-/// translates code.
-pub fn rss_growth_during_upload(s: &Server, path: &str, size: usize, answer: &str) -> u64 {
-    let rss = || {
-        proc_status(s.pid(), "VmRSS")
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .expect("the server's VmRSS")
-    };
-    let upload = |size: usize| {
-        let mut c = s.connect();
-        let head = format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {size}\r\n\r\n");
-        c.write_all(head.as_bytes()).unwrap();
-        let block = vec![b'u'; 1 << 20];
-        let mut peak = 0;
-        for _ in 0..size / block.len() {
-            c.write_all(&block).unwrap();
-            peak = peak.max(rss());
+/// Resident memory of a process's data, in KiB: the Rss of its mappings
+/// that are not executable. Code is left out because under qemu-user the
+/// process is the emulator, whose translated code grows in huge pages as
+/// new paths run; the server's own text is fixed in size anyway.
+pub fn data_rss_kib(pid: i32) -> u64 {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut executable = false;
+    let mut total = 0;
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        match (fields.next(), fields.next()) {
+            (Some("Rss:"), Some(kb)) if !executable => total += kb.parse::<u64>().unwrap_or(0),
+            // A mapping's line: "start-end perms offset dev inode [path]".
+            (Some(range), Some(perms)) if range.contains('-') && !range.ends_with(':') => {
+                executable = perms.contains('x')
+            }
+            _ => {}
         }
-        let r = read_response(&mut c, false).expect("an answer");
-        (r.status, r.text(), peak)
-    };
-    let warm = (8 << 20).min(size);
-    assert_eq!(upload(warm).0, 200, "the warm-up upload");
+    }
+    total
+}
+
+/// How much the server's data grows (KiB, `data_rss_kib`) while it takes a
+/// POST of `size` bytes to `path`, sent a MiB at a time and sampled after
+/// each; `answer` is the body it must give.
+pub fn rss_growth_during_upload(s: &Server, path: &str, size: usize, answer: &str) -> u64 {
+    let rss = || data_rss_kib(s.pid());
     let before = rss();
-    let (status, text, peak) = upload(size);
-    assert_eq!((status, text.as_str()), (200, answer));
-    peak.max(before) - before
+    let mut c = s.connect();
+    let head = format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {size}\r\n\r\n");
+    c.write_all(head.as_bytes()).unwrap();
+    let block = vec![b'u'; 1 << 20];
+    let mut peak = before;
+    for _ in 0..size / block.len() {
+        c.write_all(&block).unwrap();
+        peak = peak.max(rss());
+    }
+    let r = read_response(&mut c, false).expect("an answer");
+    assert_eq!((r.status, r.text().as_str()), (200, answer));
+    peak - before
 }
 
 /// Open file descriptors of a process.
