@@ -221,6 +221,22 @@ pub fn send_more(sock: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
     )?)
 }
 
+/// Reads up to `max` bytes from `sock` onto the end of `buf`, without
+/// zeroing the room first (a TLS record buffer is read into on every
+/// request); returns the bytes read.
+#[cfg(feature = "tls")]
+pub fn read_onto(sock: &impl AsRawFd, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+    buf.reserve(max);
+    let room = &mut buf.spare_capacity_mut()[..max];
+    // SAFETY: read(2) writes at most `room.len()` bytes into `room`, which
+    // the Vec owns and nothing else borrows.
+    let n = unsafe { nix::libc::read(sock.as_raw_fd(), room.as_mut_ptr().cast(), room.len()) };
+    let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+    // SAFETY: the first `n` bytes of the spare room were just written.
+    unsafe { buf.set_len(buf.len() + n) };
+    Ok(n)
+}
+
 /// The kernel's host name (uname's nodename) as it is now: an admin may
 /// change it while the server runs.
 pub fn host_name() -> Option<String> {

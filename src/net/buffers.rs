@@ -3,12 +3,39 @@
 
 use std::cell::RefCell;
 
+#[cfg(feature = "tls")]
+use crate::limits::TLS_READ;
 use crate::limits::{HEAD_BUF, OUT_BUF, POOL_KEEP};
 
 #[derive(Default)]
 pub struct Pool {
     heads: RefCell<Vec<Box<[u8; HEAD_BUF]>>>,
-    outs: RefCell<Vec<Vec<u8>>>,
+    outs: Shelf<OUT_BUF>,
+    /// TLS: received records and the requests decrypted from them.
+    #[cfg(feature = "tls")]
+    records: Shelf<TLS_READ>,
+}
+
+/// Emptied byte buffers made with room for `SIZE`.
+#[derive(Default)]
+struct Shelf<const SIZE: usize>(RefCell<Vec<Vec<u8>>>);
+
+impl<const SIZE: usize> Shelf<SIZE> {
+    fn take(&self) -> Vec<u8> {
+        self.0
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(SIZE))
+    }
+
+    fn give(&self, mut b: Vec<u8>) {
+        let mut kept = self.0.borrow_mut();
+        // One that grew (a listing, a large record) is freed, not kept.
+        if kept.len() < POOL_KEEP && b.capacity() <= SIZE * 2 {
+            b.clear();
+            kept.push(b);
+        }
+    }
 }
 
 impl Pool {
@@ -27,18 +54,20 @@ impl Pool {
     }
 
     pub fn out(&self) -> Vec<u8> {
-        self.outs
-            .borrow_mut()
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(OUT_BUF))
+        self.outs.take()
     }
 
-    pub fn give_out(&self, mut b: Vec<u8>) {
-        let mut outs = self.outs.borrow_mut();
-        // A listing may have grown it: keep only buffers of the usual size.
-        if outs.len() < POOL_KEEP && b.capacity() <= OUT_BUF * 2 {
-            b.clear();
-            outs.push(b);
-        }
+    pub fn give_out(&self, b: Vec<u8>) {
+        self.outs.give(b)
+    }
+
+    #[cfg(feature = "tls")]
+    pub fn record(&self) -> Vec<u8> {
+        self.records.take()
+    }
+
+    #[cfg(feature = "tls")]
+    pub fn give_record(&self, b: Vec<u8>) {
+        self.records.give(b)
     }
 }

@@ -6,7 +6,7 @@
 //!
 //! Nothing here waits: `Sock` calls these between waits for the socket.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 
@@ -16,6 +16,7 @@ use rustls::{ExtractedSecrets, ServerConfig};
 
 use crate::limits::{TLS_HELD, TLS_READ};
 use crate::net::buffers::Pool;
+use crate::sys;
 
 /// The connection cannot go on: the client broke the protocol, or the
 /// handshake failed (logged at debug level).
@@ -24,6 +25,14 @@ pub struct Broken;
 
 /// The first byte of a TLS handshake record.
 const HANDSHAKE: u8 = 0x16;
+
+/// Room for what a record adds to its plaintext: header, content type,
+/// AEAD tag and TLS 1.2's explicit nonce, with slack.
+const RECORD_OVERHEAD: usize = 64;
+
+/// Room first offered for handshake messages; rustls asks for more when a
+/// flight needs it (a certificate chain).
+const HANDSHAKE_ROOM: usize = 4096;
 
 pub struct Tls {
     conn: UnbufferedServerConnection,
@@ -137,7 +146,7 @@ impl Tls {
             buf[..n].copy_from_slice(&self.plain[self.read_at..self.read_at + n]);
             self.read_at += n;
             if self.read_at == self.plain.len() {
-                self.plain = Vec::new();
+                self.pool.give_record(std::mem::take(&mut self.plain));
                 self.read_at = 0;
             }
             return Ok(Some(n));
@@ -194,10 +203,10 @@ impl Tls {
         if held >= TLS_HELD {
             return Err(io::Error::other("record too large"));
         }
-        self.incoming.resize(held + TLS_READ, 0);
-        let got = (&*stream).read(&mut self.incoming[held..]);
-        self.incoming.truncate(held + *got.as_ref().unwrap_or(&0));
-        got
+        if self.incoming.capacity() == 0 {
+            self.incoming = self.pool.record();
+        }
+        sys::read_onto(stream, &mut self.incoming, TLS_READ)
     }
 
     /// The first bytes received are not a TLS handshake: a plain HTTP
@@ -240,12 +249,15 @@ impl Tls {
                             Broken
                         })?;
                         discard += record.discard;
+                        if plain.capacity() == 0 {
+                            *plain = pool.record();
+                        }
                         plain.extend_from_slice(record.payload);
                     }
                     None
                 }
                 ConnectionState::EncodeTlsData(mut encoder) => {
-                    grow_while_short(out, |spare| match encoder.encode(spare) {
+                    grow_while_short(out, HANDSHAKE_ROOM, |spare| match encoder.encode(spare) {
                         Ok(n) => Ok(n),
                         Err(EncodeError::InsufficientSize(InsufficientSizeError {
                             required_size,
@@ -263,16 +275,19 @@ impl Tls {
                 ConnectionState::WriteTraffic(mut traffic) => {
                     match job.take() {
                         Some(Job::Encrypt(data)) => {
-                            grow_while_short(out, |spare| match traffic.encrypt(data, spare) {
-                                Ok(n) => Ok(n),
-                                Err(EncryptError::InsufficientSize(InsufficientSizeError {
-                                    required_size,
-                                })) => Err(Some(required_size)),
-                                Err(_) => Err(None),
+                            let room = data.len() + RECORD_OVERHEAD;
+                            grow_while_short(out, room, |spare| {
+                                match traffic.encrypt(data, spare) {
+                                    Ok(n) => Ok(n),
+                                    Err(EncryptError::InsufficientSize(
+                                        InsufficientSizeError { required_size },
+                                    )) => Err(Some(required_size)),
+                                    Err(_) => Err(None),
+                                }
                             })?;
                         }
                         Some(Job::CloseNotify) => {
-                            grow_while_short(out, |spare| {
+                            grow_while_short(out, RECORD_OVERHEAD, |spare| {
                                 traffic.queue_close_notify(spare).map_err(|e| match e {
                                     EncryptError::InsufficientSize(s) => Some(s.required_size),
                                     _ => None,
@@ -289,7 +304,7 @@ impl Tls {
             };
             incoming.drain(..discard);
             if incoming.is_empty() && incoming.capacity() > 0 {
-                *incoming = Vec::new();
+                pool.give_record(std::mem::take(incoming));
             }
             if out.is_empty() {
                 if let Some(o) = out_slot.take() {
@@ -313,7 +328,9 @@ impl Tls {
             conn.process_tls_records(&mut []).state
         {
             let out = out.get_or_insert_with(|| pool.out());
-            let _ = grow_while_short(out, |spare| encoder.encode(spare).map_err(|_| None));
+            let _ = grow_while_short(out, RECORD_OVERHEAD, |spare| {
+                encoder.encode(spare).map_err(|_| None)
+            });
         }
     }
 }
@@ -334,14 +351,15 @@ fn why(e: &rustls::Error) -> &'static str {
     }
 }
 
-/// Appends to `out` what `write` puts in its spare room, growing `out` to
-/// the size `write` asks for when the room is short.
+/// Appends to `out` what `write` puts in `room` bytes after its end,
+/// growing the room to what `write` asks for when it is short. The room is
+/// zeroed first, so it is sized for the record, not the whole buffer.
 fn grow_while_short(
     out: &mut Vec<u8>,
+    mut room: usize,
     mut write: impl FnMut(&mut [u8]) -> Result<usize, Option<usize>>,
 ) -> Result<(), Broken> {
     let start = out.len();
-    let mut room = out.capacity().saturating_sub(start).max(256);
     loop {
         out.resize(start + room, 0);
         match write(&mut out[start..]) {
