@@ -153,7 +153,8 @@ pub const TLS_TICKET_KEY_LIFE: u32 = 6 * 60 * 60;
 
 /// TLS: received bytes are read this much at a time. A ClientHello fits
 /// one read; a connection's buffer grows by this while a record comes in
-/// and is freed once it is decrypted, so an idle connection holds none.
+/// and goes back to the worker's pool once it is decrypted, so an idle
+/// connection holds none.
 #[cfg(feature = "tls")]
 pub const TLS_READ: usize = 4096;
 
