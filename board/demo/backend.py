@@ -119,17 +119,23 @@ async def stalled(awaitable):
         raise HttpError(400, f"request body stalled for {BODY_STALL} s") from None
 
 
+async def exactly(reader, size, short):
+    """`size` bytes of the body, READ_CHUNK at most at once; 400 saying `short` if they end early."""
+    left = size
+    while left:
+        data = await stalled(reader.read(min(left, READ_CHUNK)))
+        if not data:
+            raise HttpError(400, short)
+        left -= len(data)
+        yield data
+
+
 async def body_chunks(reader, req, limit):
     """The request body piece by piece (never more than READ_CHUNK at once); 413 past limit."""
     if not req.chunked:
         if req.length > limit:
             raise HttpError(413, f"body of {req.length} bytes, the limit is {limit}")
-        left = req.length
-        while left:
-            data = await stalled(reader.read(min(left, READ_CHUNK)))
-            if not data:
-                raise HttpError(400, "body shorter than its Content-Length")
-            left -= len(data)
+        async for data in exactly(reader, req.length, "body shorter than its Content-Length"):
             yield data
         return
     total = 0
@@ -147,12 +153,7 @@ async def body_chunks(reader, req, limit):
         total += size
         if total > limit:
             raise HttpError(413, f"body past the limit of {limit} bytes")
-        left = size
-        while left:
-            data = await stalled(reader.read(min(left, READ_CHUNK)))
-            if not data:
-                raise HttpError(400, "body ends inside a chunk")
-            left -= len(data)
+        async for data in exactly(reader, size, "body ends inside a chunk"):
             yield data
         try:
             if await stalled(reader.readexactly(2)) != b"\r\n":
