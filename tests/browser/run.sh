@@ -184,17 +184,15 @@ set -f
 # shellcheck disable=SC2086 # split into words on purpose (checked above: plain words only)
 set -- $readme
 set +f
-listen=''
-prev=''
-for a in "$@"; do
-  [ "$prev" = --listen ] && listen=$a
-  prev=$a
-done
 # The address and the backend's socket: the flag, else the config file the command names.
+listen=''
 conf=''
 prev=''
 for a in "$@"; do
-  [ "$prev" = --config ] && conf=$a
+  case $prev in
+    --listen) listen=$a ;;
+    --config) conf=$a ;;
+  esac
   prev=$a
 done
 if [ -z "$listen" ] && [ -n "$conf" ]; then
