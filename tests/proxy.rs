@@ -200,6 +200,25 @@ fn a_backend_that_does_not_answer_in_time_is_a_504() {
     drop(hold);
 }
 
+/// `proxy-timeout` is the backend's time to answer once it has the whole
+/// request: an upload that takes longer than that on a slow link is not
+/// a 504.
+#[test]
+fn an_upload_slower_than_the_proxy_timeout_is_answered() {
+    let backend = Backend::tcp(|req, s| reply(s, &req.body.len().to_string()));
+    let server = backend.server(&["--proxy-timeout", "1"]);
+    let mut c = server.connect();
+    c.write_all(b"POST /api/up HTTP/1.1\r\nHost: t\r\nContent-Length: 3000\r\n\r\n")
+        .unwrap();
+    // The client's pace, the case under test: 3 s of body for a 1 s limit.
+    for _ in 0..3 {
+        c.write_all(&[b'u'; 1000]).unwrap();
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let r = read_response(&mut c, false).expect("an answer");
+    assert_eq!((r.status, r.text()), (200, "3000".to_string()));
+}
+
 #[test]
 fn a_backend_closing_mid_body_cuts_the_answer() {
     let backend = Backend::unix(|_, s| {

@@ -7,7 +7,7 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::pin;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_lite::future;
 
@@ -157,12 +157,17 @@ impl Exchange<'_> {
             });
             let mut sending = sending;
             let finished = Cell::new(false);
+            // The backend's time to answer runs from the end of the body:
+            // a large upload on a slow link may take longer than that.
             let head = future::or(read_head(stream, buf, fwd, self.waits), async {
                 (&mut sending).await;
                 finished.set(true);
                 match body_failed.take() {
                     Some(e) => Err(NoHead::Body(e)),
-                    None => future::pending().await,
+                    None => {
+                        self.waits.deadlines.until(self.waits.backend_until()).await;
+                        Err(NoHead::Backend(Failed::Timeout, false))
+                    }
                 }
             })
             .await;
@@ -371,15 +376,19 @@ struct Answered<'a> {
     body_done: &'a Cell<bool>,
 }
 
+/// Far enough to be no limit: a wait another future bounds.
+const NO_LIMIT: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
 /// Reads until a whole final answer head is in `buf` (1xx other than 101
-/// passed over); gives the head and the bytes in `buf`.
+/// passed over); gives the head and the bytes in `buf`. It sets no time
+/// limit of its own: the caller's, from the end of the request body, does.
 async fn read_head(
     stream: &Stream,
     buf: &mut Vec<u8>,
     fwd: &Forward,
     waits: Waits,
 ) -> Result<(Head, usize), NoHead> {
-    let until = waits.backend_until();
+    let until = Instant::now() + NO_LIMIT;
     buf.clear();
     buf.resize(HEAD_BUF, 0);
     let mut got = 0;
