@@ -582,6 +582,46 @@ fn sighup_loads_a_new_pair_and_keeps_the_old_one_when_the_new_is_broken() {
     t.assert_serves();
 }
 
+/// Listeners change only at a restart: a reload whose configuration adds a
+/// TLS listener, or drops the only one, is refused and the running one
+/// serves on, in every worker.
+#[test]
+fn a_reload_that_adds_or_removes_tls_listeners_is_refused() {
+    let dir = TempDir::new("pair");
+    let pair = make_pair(&dir, "server");
+    let tls_lines = format!(
+        "listen 127.0.0.1:0 tls\ntls-cert {}\ntls-key {}\n",
+        pair.cert.display(),
+        pair.key.display()
+    );
+    let conf = dir.path().join("marmoset.conf");
+    for (first, then) in [("", tls_lines.as_str()), (tls_lines.as_str(), "")] {
+        std::fs::write(&conf, format!("listen 127.0.0.1:0\n{first}")).unwrap();
+        let root = TempDir::new("tlsroot");
+        root.write("index.html", "hello\n");
+        // No --listen flag: the file's listeners are the ones a reload rereads.
+        let mut cmd = command();
+        cmd.arg("--config").arg(&conf).arg("--workers").arg("2");
+        cmd.arg("--root").arg(root.path());
+        let s = Server::spawn(cmd, root);
+        std::fs::write(&conf, format!("listen 127.0.0.1:0\n{then}")).unwrap();
+        s.signal("HUP");
+        assert!(
+            s.wait_log("takes effect at the next restart", Duration::from_secs(10)),
+            "{}",
+            s.log_text()
+        );
+        for _ in 0..20 {
+            s.assert_healthy();
+        }
+        let log = s.log_text();
+        assert!(
+            !log.contains("restarting it") && !log.contains("cannot start worker"),
+            "{log}"
+        );
+    }
+}
+
 /// With several workers, a SIGHUP that reaches the workers themselves (sent
 /// to the process group) reloads the pair in each, in place.
 #[test]

@@ -28,6 +28,14 @@ pub fn reread(old: &Config) -> Option<Config> {
     for w in &new.warnings {
         log::warn!("{w}");
     }
+    // The listeners stay as they are, and with them whether any speaks TLS:
+    // the rest of a new configuration could not serve them as they are.
+    if new.tls.enabled() != old.tls.enabled() {
+        log::error!(
+            "reload failed, keeping the running configuration: adding or removing a TLS listener takes effect at the next restart"
+        );
+        return None;
+    }
     if new.listen != old.listen
         || new.workers != old.workers
         || new.user.as_ref().map(|u| &u.name) != old.user.as_ref().map(|u| &u.name)
