@@ -155,7 +155,7 @@ impl Exchange<'_> {
         let mut left = body.on_socket;
         let mut chunk = vec![0u8; if left > 0 { PIPE_CHUNK } else { 0 }];
         while left > 0 {
-            let want = (left as usize).min(chunk.len());
+            let want = left.min(chunk.len() as u64) as usize;
             let n = match self.sock.read_some(&mut chunk[..want], deadline).await {
                 Ok(0) | Err(_) => return false,
                 Ok(n) => n,
@@ -344,7 +344,7 @@ enum Framing {
 /// Appends script output, framed; a script's Content-Length is never exceeded.
 fn push_body(out: &mut Vec<u8>, data: &[u8], framing: Framing, sent: &mut u64) {
     let data = match framing {
-        Framing::Length(n) => &data[..data.len().min(n.saturating_sub(*sent) as usize)],
+        Framing::Length(n) => &data[..n.saturating_sub(*sent).min(data.len() as u64) as usize],
         _ => data,
     };
     if data.is_empty() {

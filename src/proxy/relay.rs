@@ -67,9 +67,9 @@ pub async fn request_body(
             let first = input.take(n);
             let mut left = n - first.len() as u64;
             send(first).await?;
-            let mut buf = vec![0u8; PROXY_CHUNK.min(left as usize)];
+            let mut buf = vec![0u8; left.min(PROXY_CHUNK as u64) as usize];
             while left > 0 {
-                let want = buf.len().min(left as usize);
+                let want = left.min(buf.len() as u64) as usize;
                 let got = match sock.read_some(&mut buf[..want], waits.client_until()).await {
                     Ok(0) | Err(_) => return Err(BodyError::Client),
                     Ok(got) => got,
