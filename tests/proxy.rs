@@ -169,6 +169,21 @@ fn hop_by_hop_fields_go_and_forwarded_fields_are_replaced() {
     for gone in ["x-private", "keep-alive", "proxy-thing"] {
         assert!(!head.contains(gone), "{gone} reached the client: {out}");
     }
+    // An absolute-form target names the host (RFC 9112 3.2.2): the backend
+    // gets one Host, the target's, also from an HTTP/1.0 client with none.
+    for request in [
+        "GET http://device.lan/api/h HTTP/1.1\r\nHost: other\r\nConnection: close\r\n\r\n",
+        "GET http://device.lan/api/h HTTP/1.0\r\n\r\n",
+    ] {
+        send(&server, request);
+        let seen = backend.seen().pop().unwrap();
+        assert_eq!(seen.header("host"), ["device.lan"], "{request:?}");
+        assert_eq!(
+            seen.header("x-forwarded-host"),
+            ["device.lan"],
+            "{request:?}"
+        );
+    }
 }
 
 #[test]

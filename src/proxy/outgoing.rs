@@ -105,6 +105,7 @@ impl Forward {
             }
             if h.name.eq_ignore_ascii_case("host") {
                 host = Some(request::trim(h.value));
+                continue;
             }
             if is_dropped(h.name)
                 || listed
@@ -115,11 +116,10 @@ impl Forward {
             }
             header(&mut head, h.name, request::trim(h.value));
         }
-        // An HTTP/1.0 client may send no Host; HTTP/1.1 needs one.
+        // The target's authority, when it has one, is the host (RFC 9112
+        // 3.2.2); an HTTP/1.0 client may send none, and HTTP/1.1 needs one.
         let host = req.authority.or(host);
-        if host.is_none() {
-            header(&mut head, "Host", b"localhost");
-        }
+        header(&mut head, "Host", host.unwrap_or(b"localhost"));
         let mut peer = String::new();
         let _ = write!(peer, "{}", origin.peer.to_canonical());
         header(&mut head, "X-Forwarded-For", peer.as_bytes());
