@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use crate::http::header::{header, push_num};
-use crate::http::request::{self, BodyKind, Method, Request, Version};
+use crate::http::request::{self, BodyKind, Field, Method, Request, Version};
 use crate::http::status::Status;
 
 /// A request ready to go to the backend of route `route`.
@@ -98,13 +98,15 @@ impl Forward {
         head.push(b' ');
         head.extend_from_slice(req.target);
         head.extend_from_slice(b" HTTP/1.1");
-        let mut host = None;
+        // The target's authority, when it has one, is the host (RFC 9112
+        // 3.2.2); an HTTP/1.0 client may send none, and HTTP/1.1 needs one.
+        let host = req.authority.or(req.get(Field::Host));
+        header(&mut head, "Host", host.unwrap_or(b"localhost"));
         for h in req.headers {
             if !is_clean(h.value) {
                 return Err(Status::BadRequest);
             }
             if h.name.eq_ignore_ascii_case("host") {
-                host = Some(request::trim(h.value));
                 continue;
             }
             if is_dropped(h.name)
@@ -116,10 +118,6 @@ impl Forward {
             }
             header(&mut head, h.name, request::trim(h.value));
         }
-        // The target's authority, when it has one, is the host (RFC 9112
-        // 3.2.2); an HTTP/1.0 client may send none, and HTTP/1.1 needs one.
-        let host = req.authority.or(host);
-        header(&mut head, "Host", host.unwrap_or(b"localhost"));
         let mut peer = String::new();
         let _ = write!(peer, "{}", origin.peer.to_canonical());
         header(&mut head, "X-Forwarded-For", peer.as_bytes());
