@@ -331,7 +331,10 @@ impl Sock {
         }
     }
 
-    /// A file body over TLS: read a record's worth, encrypt, write.
+    /// A file body over TLS, a record at a time. The plaintext is needed
+    /// only from the file's read to its encryption, with no wait between,
+    /// so the worker's pool lends one buffer to every connection it serves:
+    /// a client that reads slowly holds only its encrypted bytes.
     async fn send_file_encrypted(
         &self,
         tls: &std::cell::RefCell<Tls>,
@@ -339,18 +342,17 @@ impl Sock {
         mut offset: u64,
         len: u64,
     ) -> Result<(), End> {
-        use std::os::unix::fs::FileExt;
-        let mut chunk = vec![0u8; crate::limits::TLS_CHUNK.min(len as usize)];
         let end = offset + len;
         while offset < end {
-            let want = chunk.len().min((end - offset) as usize);
+            let want = (end - offset).min(crate::limits::TLS_CHUNK as u64) as usize;
+            if tls.borrow().pending_out() + want > crate::limits::OUT_BUF {
+                self.flush(tls).await?;
+            }
             // 0: the file shrank under us. Stop short; the close tells the client.
-            let n = match file.read_at(&mut chunk[..want], offset)? {
+            match tls.borrow_mut().encrypt_from(file, offset, want)? {
                 0 => return Err(End::Io),
-                n => n,
-            };
-            self.encrypt(tls, &chunk[..n]).await?;
-            offset += n as u64;
+                n => offset += n as u64,
+            }
         }
         self.flush(tls).await
     }

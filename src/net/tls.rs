@@ -6,8 +6,10 @@
 //!
 //! Nothing here waits: `Sock` calls these between waits for the socket.
 
+use std::fs::File;
 use std::io::{self, Write};
 use std::net::TcpStream;
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use rustls::server::UnbufferedServerConnection;
@@ -167,6 +169,25 @@ impl Tls {
     /// (nothing to send on yet).
     pub fn encrypt(&mut self, data: &[u8]) -> Result<bool, Broken> {
         Ok(matches!(self.pump(Job::Encrypt(data))?, Reached::Traffic))
+    }
+
+    /// Encrypts up to `want` bytes of `file` from `offset`, read into a
+    /// buffer of the pool that goes back before this returns; how many
+    /// were read, 0 where the file ends.
+    pub fn encrypt_from(&mut self, file: &File, offset: u64, want: usize) -> io::Result<usize> {
+        let mut plain = self.pool.out();
+        plain.resize(want, 0);
+        let result = match file.read_at(&mut plain, offset) {
+            Ok(0) => Ok(0),
+            Ok(n) => match self.encrypt(&plain[..n]) {
+                Ok(true) => Ok(n),
+                // Only called once traffic flows, so `false` is as broken.
+                Ok(false) | Err(Broken) => Err(io::Error::other("TLS record layer failed")),
+            },
+            Err(e) => Err(e),
+        };
+        self.pool.give_out(plain);
+        result
     }
 
     /// Queues close_notify, if the handshake got that far.
