@@ -3,7 +3,8 @@
 //! The folders are layers; each uses only those listed before it:
 //!
 //! - `limits`, `values`, `sys`: bounds, setting parsers, Unix calls
-//!   (`no_unwind`: the stack walker the static musl builds leave out);
+//!   (`no_unwind`: the stack walker the static musl builds leave out;
+//!   `spare_blocks`: their allocator);
 //! - `tls` (with the `tls` feature): certificates and the rustls settings;
 //! - `http`: the protocol without I/O (requests, paths, conditions, heads);
 //! - `policy`: address rules, Basic auth, per-path header rules;
@@ -19,6 +20,10 @@
 //! Modules are private except the parsers the fuzz targets reach.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
+
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: spare_blocks::SpareBlocks = spare_blocks::SpareBlocks::new();
 
 pub mod cgi;
 pub mod config;
@@ -37,6 +42,8 @@ mod policy;
 pub mod process;
 pub mod proxy;
 mod server;
+#[cfg(any(target_env = "musl", test))]
+mod spare_blocks;
 mod sys;
 #[cfg(feature = "tls")]
 mod tls;
