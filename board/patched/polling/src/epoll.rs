@@ -191,7 +191,7 @@ impl Poller {
         if let Some(timer_fd) = self
             .timer_fd
             .as_ref()
-            .filter(|_| timeout != Some(Duration::ZERO) && *armed != deadline)
+            .filter(|_| timeout != Some(Duration::ZERO) && !same_deadline(*armed, deadline))
         {
             // Configure the timeout using timerfd.
             let new_val = Itimerspec {
@@ -210,12 +210,15 @@ impl Poller {
 
             timerfd_settime(timer_fd, TimerfdTimerFlags::empty(), &new_val)?;
 
-            // Set interest in timerfd.
-            self.modify(
-                timer_fd.as_fd(),
-                Event::readable(crate::NOTIFY_KEY),
-                PollMode::Oneshot,
-            )?;
+            // Set interest in timerfd, unless it is still armed: a timer
+            // set before and not reported since.
+            if armed.is_none() {
+                self.modify(
+                    timer_fd.as_fd(),
+                    Event::readable(crate::NOTIFY_KEY),
+                    PollMode::Oneshot,
+                )?;
+            }
             *armed = deadline;
         }
 
@@ -309,6 +312,22 @@ impl Drop for Poller {
             let _ = self.delete(timer_fd.as_fd());
         }
         let _ = self.delete(self.notifier.as_fd());
+    }
+}
+
+/// How far a deadline may be from the armed one and still use it. A
+/// caller holding one far timer (async-io) asks for it as a timeout, which
+/// becomes a deadline a few microseconds off the last at every wait.
+#[cfg(not(target_os = "redox"))]
+const DEADLINE_SLACK: Duration = Duration::from_millis(1);
+
+/// Whether the timer armed for `armed` serves a wait until `asked`.
+#[cfg(not(target_os = "redox"))]
+fn same_deadline(armed: Option<Instant>, asked: Option<Instant>) -> bool {
+    match (armed, asked) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.max(b) - a.min(b) < DEADLINE_SLACK,
+        _ => false,
     }
 }
 

@@ -1,6 +1,6 @@
 //! The timer and the notifier are re-armed only when needed: waits that
-//! reuse an armed deadline, or follow a wait that was not notified, must
-//! still time out and wake as before.
+//! reuse an armed deadline (or one within a millisecond of it), or follow
+//! a wait that was not notified, must still time out and wake as before.
 
 use std::io::{self, Write};
 use std::net::{TcpListener, TcpStream};
@@ -73,5 +73,37 @@ fn a_wait_without_deadline_after_an_armed_one_is_not_cut_short() -> io::Result<(
         poller.wait(&mut events, None)
     })?;
     assert!(start.elapsed() >= Duration::from_millis(300));
+    Ok(())
+}
+
+#[test]
+fn a_timeout_asked_again_and_again_still_expires() -> io::Result<()> {
+    // A far timer asked as a timeout at every wait, as async-io asks it:
+    // each deadline is a little off the armed one, which serves them all.
+    let poller = Poller::new()?;
+    let mut events = Events::new();
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let mut client = TcpStream::connect(listener.local_addr()?)?;
+    let (mut server, _) = listener.accept()?;
+    unsafe { poller.add(&server, Event::readable(1))? };
+    let deadline = Instant::now() + Duration::from_millis(400);
+    for _ in 0..50 {
+        client.write_all(b"x")?;
+        events.clear();
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        assert_eq!(poller.wait(&mut events, Some(timeout))?, 1);
+        std::io::Read::read(&mut server, &mut [0; 8])?;
+        poller.modify(&server, Event::readable(1))?;
+    }
+    // Nothing more to read: the timer set by the first wait ends this one,
+    // within the slack of the deadline.
+    events.clear();
+    let timeout = deadline.saturating_duration_since(Instant::now());
+    assert_eq!(poller.wait(&mut events, Some(timeout))?, 0);
+    assert!(Instant::now() + Duration::from_millis(1) >= deadline);
+    // A deadline moved by more than the slack is armed anew.
+    let later = Instant::now() + Duration::from_millis(100);
+    assert_eq!(poller.wait_deadline(&mut events, later)?, 0);
+    assert!(Instant::now() >= later);
     Ok(())
 }
