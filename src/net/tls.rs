@@ -342,11 +342,18 @@ impl Tls {
 impl Tls {
     /// After a failure rustls has queued an alert saying why (a protocol
     /// version it does not speak, a message it cannot decode): send it.
+    /// rustls is given the same received bytes again: it counts its
+    /// progress through them, and slicing a shorter buffer panics.
     fn queue_alert(&mut self) {
         let pool = self.pool;
-        let Tls { conn, out, .. } = self;
+        let Tls {
+            conn,
+            out,
+            incoming,
+            ..
+        } = self;
         if let Ok(ConnectionState::EncodeTlsData(mut encoder)) =
-            conn.process_tls_records(&mut []).state
+            conn.process_tls_records(incoming).state
         {
             let out = out.get_or_insert_with(|| pool.out());
             let _ = grow_while_short(out, RECORD_OVERHEAD, |spare| {
