@@ -151,6 +151,7 @@ impl FileCache {
 
     /// Looks `rel` up, checking a cached file against what is on disk now.
     pub fn get(&self, dir: &OwnedFd, rel: &str) -> Hit {
+        self.catch_up();
         let mut entries = self.entries.borrow_mut();
         let Some(i) = entries.iter().position(|e| e.rel() == rel) else {
             return Hit::Miss;
@@ -195,6 +196,19 @@ impl FileCache {
             }
         }
         std::future::pending().await
+    }
+
+    /// Drops what changed if the kernel reported it in this reactor turn
+    /// and the watch task has not run yet.
+    fn catch_up(&self) {
+        let stirred = self.watch.borrow().as_ref().is_some_and(|w| w.stirred());
+        let watch = self.watch.borrow().clone().filter(|_| stirred);
+        if let Some(w) = watch {
+            if let Err(e) = w.catch_up(|c| self.drop_affected(c)) {
+                log::error!("inotify: {e}; cached files are checked with a stat per request");
+                self.close();
+            }
+        }
     }
 
     /// Forgets everything and watches no more (a reload replaced this cache).

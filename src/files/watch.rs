@@ -1,12 +1,17 @@
 //! Which names under the root changed on disk, from inotify, so the file
 //! cache can serve a hit without a stat(2). The inotify descriptor is
-//! registered with the reactor, and its task is woken in the same turn as
-//! the connection whose request came after the change, ahead of it: the
-//! kernel's ready list is in order, and so are the executor's tasks.
+//! registered with the reactor, and becomes ready no later than the
+//! connection whose request came after the change: the reactor finds both
+//! in the same wait, or the descriptor first. Waking the watch task then
+//! marks the watch stirred, before any task of that turn runs, so a
+//! connection served ahead of the watch task reads the changes itself
+//! (`catch_up`).
 
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
-use std::task::Poll;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
 
 use async_io::Async;
 use futures_lite::future;
@@ -30,6 +35,27 @@ pub struct Watch {
     dirs: RefCell<Vec<(WatchDescriptor, Box<str>)>>,
     /// The watch limit was hit once (logged then; those files get a stat per request).
     limited: Cell<bool>,
+    /// The descriptor was found readable since the changes were last read.
+    stirred: Arc<AtomicBool>,
+    /// The watch task's waker and the one made from it (`stir_for`).
+    stir: RefCell<Option<(Waker, Waker)>>,
+}
+
+/// The watch task's waker, which marks the watch stirred first.
+struct Stir {
+    stirred: Arc<AtomicBool>,
+    task: Waker,
+}
+
+impl Wake for Stir {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.stirred.store(true, Ordering::Relaxed);
+        self.task.wake_by_ref();
+    }
 }
 
 const EVENTS: AddWatchFlags = AddWatchFlags::IN_MODIFY
@@ -56,6 +82,8 @@ impl Watch {
                 root: root.to_path_buf(),
                 dirs: RefCell::new(Vec::new()),
                 limited: Cell::new(false),
+                stirred: Arc::default(),
+                stir: RefCell::new(None),
             }),
             Err(e) => {
                 log::warn!("inotify: {e}; cached files are checked with a stat per request");
@@ -106,21 +134,20 @@ impl Watch {
     }
 
     /// Waits for the kernel to report changes, and hands each to `each`.
-    ///
     /// Interest is registered before every read, so a change after a read
-    /// that found nothing makes the armed descriptor ready ahead of any
-    /// request sent after it. And every wake-up reads: async-io counts an
-    /// event delivered in the reactor tick the interest was registered in
-    /// as possibly old and would wait one more turn, while the connection
-    /// woken in that same turn is served.
+    /// that found nothing makes the armed descriptor ready. And every
+    /// wake-up reads: async-io counts an event delivered in the reactor
+    /// tick the interest was registered in as possibly old and would wait
+    /// one more turn, while the connection woken in that same turn is served.
     pub async fn changes(&self, mut each: impl FnMut(&Change)) -> std::io::Result<()> {
-        let mut buf = [0u8; 4096];
         loop {
             // A readiness async-io kept from before is taken, and the
             // interest registered again (it answers Pending once it is).
             future::poll_fn(|cx| {
+                let stir = self.stir_for(cx.waker());
+                let mut cx = Context::from_waker(&stir);
                 loop {
-                    match self.inotify.poll_readable(cx) {
+                    match self.inotify.poll_readable(&mut cx) {
                         Poll::Ready(Ok(())) => {}
                         Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                         Poll::Pending => return Poll::Ready(Ok(())),
@@ -128,23 +155,8 @@ impl Watch {
                 }
             })
             .await?;
-            let mut found = false;
-            loop {
-                match nix::unistd::read(self.inotify.get_ref(), &mut buf) {
-                    Ok(n) => {
-                        found = true;
-                        records(&buf[..n], |wd, mask, name| {
-                            self.note(wd, mask, name, &mut each)
-                        });
-                    }
-                    Err(Errno::EINTR) => {}
-                    Err(Errno::EAGAIN) if found => return Ok(()),
-                    Err(Errno::EAGAIN) => break,
-                    Err(e) => {
-                        each(&Change::All);
-                        return Err(e.into());
-                    }
-                }
+            if self.read_changes(&mut each)? {
+                return Ok(());
             }
             // Nothing yet: until the wake-up registered above.
             let mut asleep = false;
@@ -156,6 +168,56 @@ impl Watch {
                 }
             })
             .await;
+        }
+    }
+
+    /// Reads the changes now if the descriptor was found readable since
+    /// they were last read: the watch task may not have run yet.
+    pub fn catch_up(&self, mut each: impl FnMut(&Change)) -> std::io::Result<()> {
+        if self.stirred.load(Ordering::Relaxed) {
+            self.read_changes(&mut each)?;
+        }
+        Ok(())
+    }
+
+    /// The waker that marks the watch stirred, then wakes `task`: the same
+    /// one while the task's is the same, since async-io wakes a waker it
+    /// is given a different one in place of.
+    fn stir_for(&self, task: &Waker) -> Waker {
+        let mut kept = self.stir.borrow_mut();
+        if let Some(stir) = kept.as_ref().filter(|s| s.0.will_wake(task)) {
+            return stir.1.clone();
+        }
+        let stir = Waker::from(Arc::new(Stir {
+            stirred: self.stirred.clone(),
+            task: task.clone(),
+        }));
+        *kept = Some((task.clone(), stir.clone()));
+        stir
+    }
+
+    pub fn stirred(&self) -> bool {
+        self.stirred.load(Ordering::Relaxed)
+    }
+
+    /// Reads every change queued; whether there was any.
+    fn read_changes(&self, each: &mut impl FnMut(&Change)) -> std::io::Result<bool> {
+        self.stirred.store(false, Ordering::Relaxed);
+        let mut buf = [0u8; 4096];
+        let mut found = false;
+        loop {
+            match nix::unistd::read(self.inotify.get_ref(), &mut buf) {
+                Ok(n) => {
+                    found = true;
+                    records(&buf[..n], |wd, mask, name| self.note(wd, mask, name, each));
+                }
+                Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => return Ok(found),
+                Err(e) => {
+                    each(&Change::All);
+                    return Err(e.into());
+                }
+            }
         }
     }
 
