@@ -40,6 +40,74 @@ pub struct Poller {
     /// still armed: a wait for the same deadline needs no system call.
     #[cfg(not(target_os = "redox"))]
     timer_armed: Mutex<Option<Instant>>,
+
+    /// The sources added, by file descriptor (their epoll data): what each
+    /// asked for and what the kernel holds for it.
+    sources: Mutex<Vec<Option<Source>>>,
+}
+
+/// A source's interest. A oneshot interest is kept in the kernel as a
+/// level-triggered one and used up here: re-arming a socket for reading
+/// after every event, as an event loop does once per request, then costs
+/// no system call. The kernel's registration changes only when a wanted
+/// direction is missing from it, or when it reports what nobody wants.
+///
+/// Unlike a oneshot registration, a level-triggered one that was reported
+/// goes back on the kernel's ready list at once: a source reported in one
+/// wait may come ahead of one that became ready before it in the next.
+#[derive(Debug, Clone, Copy)]
+struct Source {
+    key: usize,
+    /// `None`: another mode, or extra flags asked; passed to the kernel as it is.
+    oneshot: Option<Want>,
+    /// The flags last given to the kernel.
+    kernel: epoll::EventFlags,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Want {
+    read: bool,
+    write: bool,
+}
+
+impl Want {
+    fn of(ev: &Event) -> Want {
+        Want {
+            read: ev.readable,
+            write: ev.writable,
+        }
+    }
+
+    /// The reported flags that answer this interest.
+    fn answered_by(self, flags: epoll::EventFlags) -> epoll::EventFlags {
+        let mut wanted = epoll::EventFlags::empty();
+        if self.read {
+            wanted |= read_flags();
+        }
+        if self.write {
+            wanted |= write_flags();
+        }
+        flags & wanted
+    }
+
+    /// What the kernel should hold: the wanted directions level-triggered,
+    /// reading kept when `keep_read` (it is likely wanted again soon).
+    /// With neither, a oneshot registration of nothing: a hang-up is then
+    /// reported once, not at every wait.
+    fn kernel_flags(self, keep_read: bool) -> epoll::EventFlags {
+        let mut flags = epoll::EventFlags::empty();
+        if self.read || keep_read {
+            flags |= read_flags();
+        }
+        if self.write {
+            flags |= write_flags();
+        }
+        if flags.is_empty() {
+            epoll::EventFlags::ONESHOT
+        } else {
+            flags
+        }
+    }
 }
 
 impl Poller {
@@ -66,24 +134,14 @@ impl Poller {
             timer_fd,
             #[cfg(not(target_os = "redox"))]
             timer_armed: Mutex::new(None),
+            sources: Mutex::new(Vec::new()),
         };
 
-        unsafe {
-            #[cfg(not(target_os = "redox"))]
-            if let Some(ref timer_fd) = poller.timer_fd {
-                poller.add(
-                    timer_fd.as_raw_fd(),
-                    Event::none(crate::NOTIFY_KEY),
-                    PollMode::Oneshot,
-                )?;
-            }
-
-            poller.add(
-                poller.notifier.as_fd().as_raw_fd(),
-                Event::readable(crate::NOTIFY_KEY),
-                PollMode::Oneshot,
-            )?;
+        #[cfg(not(target_os = "redox"))]
+        if let Some(ref timer_fd) = poller.timer_fd {
+            poller.add_own(timer_fd.as_fd(), Event::none(crate::NOTIFY_KEY))?;
         }
+        poller.add_own(poller.notifier.as_fd(), Event::readable(crate::NOTIFY_KEY))?;
 
         #[cfg(feature = "tracing")]
         tracing::trace!(
@@ -121,13 +179,42 @@ impl Poller {
         #[cfg(feature = "tracing")]
         let _enter = span.enter();
 
+        let source = Source::new(&ev, mode);
+        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
         epoll::add(
             &self.epoll_fd,
             unsafe { rustix::fd::BorrowedFd::borrow_raw(fd) },
-            epoll::EventData::new_u64(ev.key as u64),
-            epoll_flags(&ev, mode) | ev.extra.flags,
+            epoll::EventData::new_u64(fd as u64),
+            source.kernel,
         )?;
+        let slot = fd as usize;
+        if sources.len() <= slot {
+            sources.resize(slot + 1, None);
+        }
+        sources[slot] = Some(source);
 
+        Ok(())
+    }
+
+    /// Registers the poller's own notifier or timer, under its key.
+    fn add_own(&self, fd: BorrowedFd<'_>, ev: Event) -> io::Result<()> {
+        epoll::add(
+            &self.epoll_fd,
+            fd,
+            epoll::EventData::new_u64(ev.key as u64),
+            epoll_flags(&ev, PollMode::Oneshot),
+        )?;
+        Ok(())
+    }
+
+    /// Re-arms the poller's own notifier or timer.
+    fn modify_own(&self, fd: BorrowedFd<'_>, ev: Event) -> io::Result<()> {
+        epoll::modify(
+            &self.epoll_fd,
+            fd,
+            epoll::EventData::new_u64(ev.key as u64),
+            epoll_flags(&ev, PollMode::Oneshot),
+        )?;
         Ok(())
     }
 
@@ -143,12 +230,28 @@ impl Poller {
         #[cfg(feature = "tracing")]
         let _enter = span.enter();
 
+        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = fd.as_raw_fd() as usize;
+        let kept = sources.get(slot).copied().flatten();
+        let mut source = Source::new(&ev, mode);
+        if let (Some(want), Some(kept)) = (source.oneshot, kept.filter(|k| k.oneshot.is_some())) {
+            let keep_read = kept.kernel.contains(epoll::EventFlags::IN);
+            source.kernel = want.kernel_flags(keep_read);
+            if source.kernel == kept.kernel {
+                sources[slot] = Some(source);
+                return Ok(());
+            }
+        }
         epoll::modify(
             &self.epoll_fd,
             fd,
-            epoll::EventData::new_u64(ev.key as u64),
-            epoll_flags(&ev, mode) | ev.extra.flags,
+            epoll::EventData::new_u64(slot as u64),
+            source.kernel,
         )?;
+        if sources.len() <= slot {
+            sources.resize(slot + 1, None);
+        }
+        sources[slot] = Some(source);
 
         Ok(())
     }
@@ -165,7 +268,11 @@ impl Poller {
         #[cfg(feature = "tracing")]
         let _enter = span.enter();
 
+        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
         epoll::delete(&self.epoll_fd, fd)?;
+        if let Some(slot) = sources.get_mut(fd.as_raw_fd() as usize) {
+            *slot = None;
+        }
 
         Ok(())
     }
@@ -213,11 +320,7 @@ impl Poller {
             // Set interest in timerfd, unless it is still armed: a timer
             // set before and not reported since.
             if armed.is_none() {
-                self.modify(
-                    timer_fd.as_fd(),
-                    Event::readable(crate::NOTIFY_KEY),
-                    PollMode::Oneshot,
-                )?;
+                self.modify_own(timer_fd.as_fd(), Event::readable(crate::NOTIFY_KEY))?;
             }
             *armed = deadline;
         }
@@ -234,18 +337,29 @@ impl Poller {
             _ => None,
         };
 
-        // Wait for I/O events.
-        epoll::wait(
-            &self.epoll_fd,
-            spare_capacity(&mut events.list),
-            timeout.as_ref(),
-        )?;
-        #[cfg(feature = "tracing")]
-        tracing::trace!(
-            epoll_fd = ?self.epoll_fd.as_raw_fd(),
-            res = ?events.list.len(),
-            "new events",
-        );
+        // Wait for I/O events, appended to those in the list. When every
+        // report was for what nobody waits for (now cut from the kernel's
+        // registrations), a wait that has no timeout of its own or ends by
+        // the timer waits again rather than return empty early.
+        let appended_from = events.list.len();
+        loop {
+            epoll::wait(
+                &self.epoll_fd,
+                spare_capacity(&mut events.list),
+                timeout.as_ref(),
+            )?;
+            #[cfg(feature = "tracing")]
+            tracing::trace!(
+                epoll_fd = ?self.epoll_fd.as_raw_fd(),
+                res = ?events.list.len(),
+                "new events",
+            );
+            let reported = events.list.len() > appended_from;
+            self.answer_sources(&mut events.list, appended_from);
+            if !reported || events.list.len() > appended_from || timeout.is_some() {
+                break;
+            }
+        }
 
         // The notifier and the timer share NOTIFY_KEY, and their oneshot
         // interest is used up only when one of them was reported: re-arm
@@ -260,12 +374,54 @@ impl Poller {
 
         // Clear the notification (if received) and re-register interest in it.
         self.notifier.clear();
-        self.modify(
-            self.notifier.as_fd(),
-            Event::readable(crate::NOTIFY_KEY),
-            PollMode::Oneshot,
-        )?;
+        self.modify_own(self.notifier.as_fd(), Event::readable(crate::NOTIFY_KEY))?;
         Ok(())
+    }
+
+    /// Turns the kernel's reports from `from` on into the sources' events:
+    /// each under its key, a oneshot source's only for what it waits for,
+    /// which is then used up. A report nobody waits for is dropped, and the
+    /// kernel's registration cut down to what is still wanted.
+    fn answer_sources(&self, list: &mut Vec<epoll::Event>, from: usize) {
+        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = from;
+        for i in from..list.len() {
+            let mut ev = list[i];
+            if self.answer(&mut sources, &mut ev) {
+                list[kept] = ev;
+                kept += 1;
+            }
+        }
+        list.truncate(kept);
+    }
+
+    /// One report: `false` when it is dropped.
+    fn answer(&self, sources: &mut [Option<Source>], ev: &mut epoll::Event) -> bool {
+        let data = ev.data.u64();
+        if data == crate::NOTIFY_KEY as u64 {
+            return true;
+        }
+        let Some(source) = sources.get_mut(data as usize).and_then(Option::as_mut) else {
+            return false;
+        };
+        ev.data = epoll::EventData::new_u64(source.key as u64);
+        let Some(want) = source.oneshot else {
+            return true;
+        };
+        let answered = want.answered_by(ev.flags);
+        if answered.is_empty() {
+            let kernel = want.kernel_flags(false);
+            // SAFETY: the descriptor is registered, hence open.
+            let fd = unsafe { BorrowedFd::borrow_raw(data as RawFd) };
+            // On failure the registration is gone with its descriptor.
+            if epoll::modify(&self.epoll_fd, fd, epoll::EventData::new_u64(data), kernel).is_ok() {
+                source.kernel = kernel;
+            }
+            return false;
+        }
+        ev.flags = answered;
+        source.oneshot = Some(Want::default());
+        true
     }
 
     /// Sends a notification to wake up the current or next `wait()` call.
@@ -328,6 +484,21 @@ fn same_deadline(armed: Option<Instant>, asked: Option<Instant>) -> bool {
         (None, None) => true,
         (Some(a), Some(b)) => a.max(b) - a.min(b) < DEADLINE_SLACK,
         _ => false,
+    }
+}
+
+impl Source {
+    fn new(ev: &Event, mode: PollMode) -> Source {
+        let emulated = mode == PollMode::Oneshot && ev.extra.flags.is_empty();
+        let oneshot = emulated.then(|| Want::of(ev));
+        Source {
+            key: ev.key,
+            oneshot,
+            kernel: match oneshot {
+                Some(want) => want.kernel_flags(false),
+                None => epoll_flags(ev, mode) | ev.extra.flags,
+            },
+        }
     }
 }
 
