@@ -411,6 +411,11 @@ impl Poller {
         let answered = want.answered_by(ev.flags);
         if answered.is_empty() {
             let kernel = want.kernel_flags(false);
+            // Already so: a oneshot registration of nothing reporting a
+            // hang-up, now spent. Arming it again would report it again.
+            if kernel == source.kernel {
+                return false;
+            }
             // SAFETY: the descriptor is registered, hence open.
             let fd = unsafe { BorrowedFd::borrow_raw(data as RawFd) };
             // On failure the registration is gone with its descriptor.
