@@ -227,7 +227,13 @@ impl Tls {
         if self.incoming.capacity() == 0 {
             self.incoming = self.pool.record();
         }
-        sys::read_onto(stream, &mut self.incoming, TLS_READ)
+        let read = sys::read_onto(stream, &mut self.incoming, TLS_READ);
+        // Nothing came (the client has not sent yet): a connection that
+        // waits for its client holds no record buffer.
+        if self.incoming.is_empty() {
+            self.pool.give_record(std::mem::take(&mut self.incoming));
+        }
+        read
     }
 
     /// The first bytes received are not a TLS handshake: a plain HTTP
@@ -401,5 +407,50 @@ fn grow_while_short(
                 return Err(Broken);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tls::{acceptor::Acceptor, keys, self_signed, tickets};
+    use std::net::TcpListener;
+
+    fn config() -> Arc<ServerConfig> {
+        let dir = std::env::temp_dir().join(format!("marmoset-tls-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+        self_signed::make(&cert, &key, &[], None).unwrap();
+        let pair = keys::load(&cert, &key).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let tickets = Arc::new(tickets::Keys::new().unwrap());
+        Acceptor::new(pair, tickets, false).unwrap().config
+    }
+
+    #[test]
+    fn waiting_for_the_client_holds_no_record_buffer() {
+        let pool: &'static Pool = Box::leak(Box::default());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let mut tls = Tls::new(config(), pool).unwrap();
+
+        let nothing = tls.read_from(&server).unwrap_err();
+        assert_eq!(nothing.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(tls.incoming.capacity(), 0);
+
+        client.write_all(&[HANDSHAKE]).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let got = loop {
+            match tls.read_from(&server) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    assert!(std::time::Instant::now() < deadline, "the byte never came");
+                    std::thread::yield_now();
+                }
+                other => break other.unwrap(),
+            }
+        };
+        assert_eq!((got, tls.incoming.as_slice()), (1, &[HANDSHAKE][..]));
     }
 }
