@@ -201,13 +201,20 @@ impl FileCache {
     /// Drops what changed if the kernel reported it in this reactor turn
     /// and the watch task has not run yet.
     fn catch_up(&self) {
-        let stirred = self.watch.borrow().as_ref().is_some_and(|w| w.stirred());
-        let watch = self.watch.borrow().clone().filter(|_| stirred);
-        if let Some(w) = watch {
-            if let Err(e) = w.catch_up(|c| self.drop_affected(c)) {
-                log::error!("inotify: {e}; cached files are checked with a stat per request");
-                self.close();
-            }
+        // Cloned (not borrowed) only when there is something to read:
+        // `close` below takes the watch out.
+        let Some(w) = self
+            .watch
+            .borrow()
+            .as_ref()
+            .filter(|w| w.stirred())
+            .cloned()
+        else {
+            return;
+        };
+        if let Err(e) = w.catch_up(|c| self.drop_affected(c)) {
+            log::error!("inotify: {e}; cached files are checked with a stat per request");
+            self.close();
         }
     }
 
