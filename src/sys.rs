@@ -221,16 +221,31 @@ pub fn send_more(sock: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
     )?)
 }
 
-/// Reads up to `max` bytes from `sock` onto the end of `buf`, without
-/// zeroing the room first (a TLS record buffer is read into on every
-/// request); returns the bytes read.
+/// Reads up to `max` bytes from `fd` onto the end of `buf`, without
+/// zeroing the room first (TLS record buffers are filled on every
+/// request): from the stream, or with `at` from that offset of a file.
+/// Returns the bytes read.
 #[cfg(feature = "tls")]
-pub fn read_onto(sock: &impl AsRawFd, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+pub fn read_onto(
+    fd: &impl AsRawFd,
+    buf: &mut Vec<u8>,
+    max: usize,
+    at: Option<u64>,
+) -> io::Result<usize> {
+    use nix::libc;
     buf.reserve(max);
     let room = &mut buf.spare_capacity_mut()[..max];
-    // SAFETY: read(2) writes at most `room.len()` bytes into `room`, which
-    // the Vec owns and nothing else borrows.
-    let n = unsafe { nix::libc::read(sock.as_raw_fd(), room.as_mut_ptr().cast(), room.len()) };
+    let (fd, to, len) = (fd.as_raw_fd(), room.as_mut_ptr().cast(), room.len());
+    let n = match at {
+        // SAFETY: read(2) writes at most `len` bytes into `room`, which the
+        // Vec owns and nothing else borrows.
+        None => unsafe { libc::read(fd, to, len) },
+        Some(at) => {
+            let at = libc::off_t::try_from(at).map_err(|_| io::ErrorKind::InvalidInput)?;
+            // SAFETY: as for read(2) above.
+            unsafe { libc::pread(fd, to, len, at) }
+        }
+    };
     let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
     // SAFETY: the first `n` bytes of the spare room were just written.
     unsafe { buf.set_len(buf.len() + n) };

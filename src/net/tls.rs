@@ -9,7 +9,6 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use rustls::server::UnbufferedServerConnection;
@@ -176,10 +175,9 @@ impl Tls {
     /// were read, 0 where the file ends.
     pub fn encrypt_from(&mut self, file: &File, offset: u64, want: usize) -> io::Result<usize> {
         let mut plain = self.pool.out();
-        plain.resize(want, 0);
-        let result = match file.read_at(&mut plain, offset) {
+        let result = match sys::read_onto(file, &mut plain, want, Some(offset)) {
             Ok(0) => Ok(0),
-            Ok(n) => match self.encrypt(&plain[..n]) {
+            Ok(n) => match self.encrypt(&plain) {
                 Ok(true) => Ok(n),
                 // Only called once traffic flows, so `false` is as broken.
                 Ok(false) | Err(Broken) => Err(io::Error::other("TLS record layer failed")),
@@ -227,7 +225,7 @@ impl Tls {
         if self.incoming.capacity() == 0 {
             self.incoming = self.pool.record();
         }
-        let read = sys::read_onto(stream, &mut self.incoming, TLS_READ);
+        let read = sys::read_onto(stream, &mut self.incoming, TLS_READ, None);
         // Nothing came (the client has not sent yet): a connection that
         // waits for its client holds no record buffer.
         if self.incoming.is_empty() {
