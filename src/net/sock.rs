@@ -305,13 +305,20 @@ impl Sock {
     /// worth is waiting.
     async fn encrypt(&self, tls: &std::cell::RefCell<Tls>, bytes: &[u8]) -> Result<(), End> {
         for chunk in bytes.chunks(crate::limits::TLS_CHUNK) {
-            if tls.borrow().pending_out() + chunk.len() > crate::limits::OUT_BUF {
-                self.flush(tls).await?;
-            }
+            self.make_room(tls, chunk.len()).await?;
             // Before the handshake is done there is nothing to send on.
             if !tls.borrow_mut().encrypt(chunk).map_err(|_| End::Io)? {
                 return Err(End::Io);
             }
+        }
+        Ok(())
+    }
+
+    /// Writes what is encrypted first when a record of `len` more bytes
+    /// would overflow the output buffer.
+    async fn make_room(&self, tls: &std::cell::RefCell<Tls>, len: usize) -> Result<(), End> {
+        if tls.borrow().pending_out() + len > crate::limits::OUT_BUF {
+            self.flush(tls).await?;
         }
         Ok(())
     }
@@ -345,9 +352,7 @@ impl Sock {
         let end = offset + len;
         while offset < end {
             let want = (end - offset).min(crate::limits::TLS_CHUNK as u64) as usize;
-            if tls.borrow().pending_out() + want > crate::limits::OUT_BUF {
-                self.flush(tls).await?;
-            }
+            self.make_room(tls, want).await?;
             // 0: the file shrank under us. Stop short; the close tells the client.
             match tls.borrow_mut().encrypt_from(file, offset, want)? {
                 0 => return Err(End::Io),
