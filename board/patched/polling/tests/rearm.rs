@@ -78,6 +78,16 @@ fn a_wait_without_deadline_after_an_armed_one_is_not_cut_short() -> io::Result<(
 
 #[test]
 fn a_timeout_asked_again_and_again_still_expires() -> io::Result<()> {
+    // A timer that was never armed would make a wait below last for ever:
+    // the test fails instead.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(timeout_asked_again_and_again()));
+    finished
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a wait outlived its deadline by seconds")
+}
+
+fn timeout_asked_again_and_again() -> io::Result<()> {
     // A far timer asked as a timeout at every wait, as async-io asks it:
     // each deadline is a little off the armed one, which serves them all.
     let poller = Poller::new()?;
