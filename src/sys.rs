@@ -241,9 +241,14 @@ pub fn read_onto(
         // Vec owns and nothing else borrows.
         None => unsafe { libc::read(fd, to, len) },
         Some(at) => {
-            let at = libc::off_t::try_from(at).map_err(|_| io::ErrorKind::InvalidInput)?;
+            // 32-bit glibc's off_t is 32 bits; its pread64 takes any offset.
+            #[cfg(not(all(target_env = "gnu", target_pointer_width = "32")))]
+            use libc::{off_t, pread};
+            #[cfg(all(target_env = "gnu", target_pointer_width = "32"))]
+            use libc::{off64_t as off_t, pread64 as pread};
+            let at = off_t::try_from(at).map_err(|_| io::ErrorKind::InvalidInput)?;
             // SAFETY: as for read(2) above.
-            unsafe { libc::pread(fd, to, len, at) }
+            unsafe { pread(fd, to, len, at) }
         }
     };
     let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
