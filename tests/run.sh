@@ -91,7 +91,7 @@ stage_init() {
 
 # The image-builder packages under the builders' own tools (board/README.md):
 # Buildroot's check-package, defconfigs and a pkg-cargo.mk build of both,
-# run under qemu-user; bitbake's parse and dry run of meta-marmoset under
+# run under qemu-user; bitbake's parse and task graph of meta-marmoset under
 # both init managers and a cargo.bbclass build. The trees come from
 # ../shared/upstream (or BUILDROOT_DIR, OE_CORE_DIR, BITBAKE_DIR).
 stage_packaging() {

@@ -4,13 +4,13 @@
 #     this part runs without the oe trees too, the rest is skipped then;
 #  2. bitbake (as a non-root user, BB_NO_NETWORK=1, a build directory written
 #     here with oe-core's meta + meta-marmoset, MACHINE qemuarm64) runs
-#     `bitbake -e marmoset` and `bitbake -n marmoset` (dry run of the whole
-#     task graph) under INIT_MANAGER "sysvinit" and "systemd", the latter with
-#     PACKAGECONFIG:append:pn-marmoset = " tls" in local.conf; checks S,
-#     DEPENDS, the init variables, the cargo command (--features tls only with
-#     PACKAGECONFIG tls) and the C compiler do_compile hands to ring, and runs
-#     the recipe's expanded do_install shell code against this checkout to
-#     see which init files it installs;
+#     `bitbake -e marmoset` and `bitbake -g marmoset` (the whole task graph
+#     as the runqueue resolves it) under INIT_MANAGER "sysvinit" and
+#     "systemd", the latter with PACKAGECONFIG:append:pn-marmoset = " tls"
+#     in local.conf; checks S, DEPENDS, the init variables, the cargo command
+#     (--features tls only with PACKAGECONFIG tls) and the C compiler
+#     do_compile hands to ring, and runs the recipe's expanded do_install
+#     shell code against this checkout to see which init files it installs;
 #  3. reproduces cargo.bbclass's build for aarch64, once as each configuration
 #     expands the recipe: the crates of marmoset-crates.inc fetched and
 #     unpacked as bitbake's crate fetcher does (sha256 checked,
@@ -139,7 +139,7 @@ quiet() { "$@" >/dev/null; }                      # a command whose output is no
 
 strip=""
 # The systemd build also turns HTTPS on the way board/README.md says (a
-# configuration of its own would cost another dry run of every task); the
+# configuration of its own would cost another parse of oe-core); the
 # sysvinit one keeps the default.
 for im in sysvinit systemd; do
 	BD=$WORK/build-$im
@@ -244,16 +244,26 @@ EOF
 		fi
 	fi
 
+	# The whole task graph as the runqueue resolves it: every provider and
+	# task dependency found in oe-core, every task's signature computed. A
+	# dry run (-n) adds a no-op execution of each task, most of its time.
 	t0=$(date +%s)
-	if bb "$BD" -n marmoset >"$TMP/dry-$im" 2>&1; then
-		ok "[$im] bitbake -n marmoset ($(grep -o 'Attempted [0-9]* tasks' "$TMP/dry-$im"), $(($(date +%s) - t0)) s)"
-		grep '^WARNING' "$TMP/dry-$im" | cut -c1-150 | sed 's/^/     /'
+	G=$BD/task-depends.dot
+	as_user rm -f "$G"
+	if bb "$BD" -g marmoset >"$TMP/graph-$im" 2>&1 && [ -s "$G" ]; then
+		ok "[$im] bitbake -g marmoset ($(grep -c ' \[label=' "$G") tasks, $(($(date +%s) - t0)) s)"
+		grep '^WARNING' "$TMP/graph-$im" | cut -c1-150 | sed 's/^/     /'
 		for t in do_fetch do_compile do_install do_package_qa; do
-			check "[$im] dry run includes marmoset's $t" grep -q "marmoset_$VERSION.bb:$t" "$TMP/dry-$im"
+			check "[$im] the task graph has marmoset's $t" \
+				grep -q "^\"marmoset\.$t\" \[label=.*marmoset_$VERSION\.bb\"\]" "$G"
+		done
+		for dep in rust-native cargo-native; do
+			check "[$im] marmoset's recipe sysroot gets $dep" \
+				grep -q "^\"marmoset\.do_prepare_recipe_sysroot\" -> \"$dep\.do_populate_sysroot\"" "$G"
 		done
 	else
-		bad "[$im] bitbake -n marmoset"
-		grep -E '^(ERROR|WARNING)' "$TMP/dry-$im" | head -n 20
+		bad "[$im] bitbake -g marmoset"
+		grep -E '^(ERROR|WARNING)' "$TMP/graph-$im" | head -n 20
 	fi
 done
 
