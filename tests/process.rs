@@ -278,7 +278,8 @@ fn sigterm_finishes_the_response_in_flight_over(t: Transport) {
         "the whole body arrived over {t:?}"
     );
     assert_eq!(s.wait_exit(Duration::from_secs(15)), Some(0), "over {t:?}");
-    assert!(s.log_text().contains("marmoset stopped"));
+    // The log is read by a thread of its own: it may lag the exit.
+    assert!(s.wait_log("marmoset stopped", Duration::from_secs(10)));
     assert_eq!(
         late.join().unwrap(),
         "",
@@ -437,13 +438,20 @@ fn a_crashed_worker_is_restarted() {
 #[test]
 fn the_log_says_started_and_stopped() {
     let mut s = Server::start(&[]);
+    // "started" follows the "listening on" line the start waits for.
+    let started = format!("marmoset {} started", env!("CARGO_PKG_VERSION"));
     assert!(
+        s.wait_log(&started, Duration::from_secs(10)),
+        "{}",
         s.log_text()
-            .contains(&format!("marmoset {} started", env!("CARGO_PKG_VERSION")))
     );
     s.signal("TERM");
     assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
-    assert!(s.log_text().contains("marmoset stopped"));
+    assert!(
+        s.wait_log("marmoset stopped", Duration::from_secs(10)),
+        "{}",
+        s.log_text()
+    );
 }
 
 #[test]

@@ -38,6 +38,8 @@ import path from 'node:path';
 const base = (process.env.MARMOSET_URL || '').replace(/\/$/, '');
 const outDir = process.env.OUT_DIR || 'tests/out/browser';
 const STEP_MS = 15000; // deadline for each wait; the page polls every 5 s
+// Starting Chromium on a busy 2-core machine has taken longer than a step.
+const LAUNCH_MS = 60000;
 
 // What the stub cgi-bin/status of run.sh returns, and how the page must show it.
 // With LIVE_HOSTNAME, the shipped status script runs instead: the hostname (and, when run.sh
@@ -96,7 +98,7 @@ const context = await chromium.launchPersistentContext(profile, {
     '--disable-component-update', '--disable-sync', '--no-first-run',
     ...(SPKI ? [`--ignore-certificate-errors-spki-list=${SPKI}`] : [])],
   viewport: { width: 1000, height: 700 },
-  timeout: STEP_MS,
+  timeout: LAUNCH_MS,
   ...(AUTH ? { httpCredentials: AUTH } : {}),
 });
 
