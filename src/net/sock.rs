@@ -2,15 +2,13 @@
 //! CGI: each write waits at most the send timeout for the client to take
 //! more, each read waits until its deadline.
 
-use std::future::Future;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use async_io::Async;
-use futures_lite::future;
 
-use crate::net::deadline::Deadlines;
+use crate::net::deadline::{Deadlines, within};
 #[cfg(feature = "tls")]
 use crate::net::ktls;
 #[cfg(feature = "tls")]
@@ -465,17 +463,4 @@ impl Kernel {
         }
         Some(n)
     }
-}
-
-/// Runs `fut` until `at` at most.
-pub async fn within<T>(
-    deadlines: &Deadlines,
-    at: Instant,
-    fut: impl Future<Output = T>,
-) -> Option<T> {
-    future::or(async { Some(fut.await) }, async {
-        deadlines.until(at).await;
-        None
-    })
-    .await
 }

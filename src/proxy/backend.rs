@@ -9,7 +9,7 @@ use std::time::Instant;
 use async_io::Async;
 
 use crate::net::deadline::Deadlines;
-use crate::net::sock::within;
+use crate::net::deadline::within;
 use crate::proxy::settings::Address;
 
 pub enum Stream {

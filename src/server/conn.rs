@@ -23,11 +23,12 @@ use crate::http::status::Status;
 use crate::limits::OUT_BUF;
 use crate::limits::{LINGER_BYTES, LINGER_TIME, MAX_DISCARDED_BODY, MAX_LOCAL_REDIRECTS};
 use crate::logs::access_log;
+use crate::net::deadline::within;
 use crate::net::input::Input;
 use crate::net::slots::Slot;
 #[cfg(feature = "tls")]
 use crate::net::sock::Records;
-use crate::net::sock::{End, Sock, Stream, within};
+use crate::net::sock::{End, Sock, Stream};
 use crate::policy::auth;
 use crate::proxy::exchange::{self as proxied, Outcome};
 use crate::proxy::outgoing::Forward;
