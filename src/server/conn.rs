@@ -36,43 +36,30 @@ use crate::proxy::relay::Waits;
 use crate::server::router::{self, Routed};
 use crate::server::state::Worker;
 
-/// Serves one connection until it closes; `_slot` is its place in the
-/// worker's connection limit, given back when this returns.
-pub async fn serve(
+/// Serves one connection until it closes; `slot` is its place in the
+/// worker's connection limit, given back when it does. The connection is
+/// set up before the future is made and used in place, so the task holds
+/// it once, not also the arguments it was made from.
+pub fn serve(
     w: &'static Worker,
     stream: Stream,
     peer: SocketAddr,
-    _slot: Slot<'static>,
+    slot: Slot<'static>,
     #[cfg(feature = "tls")] tls: Option<std::sync::Arc<rustls::ServerConfig>>,
-) {
-    let local = stream.get_ref().local_addr().unwrap_or(peer);
-    #[cfg(feature = "tls")]
-    let records = match tls {
-        None => Records::Plain,
-        Some(config) => match crate::net::tls::Tls::new(config, &w.pool) {
-            Ok(tls) => Records::User {
-                tls: Box::new(tls.into()),
-                to_kernel: crate::net::ktls::support(),
-            },
-            Err(_) => return,
-        },
-    };
-    let mut conn = Conn {
+) -> impl Future<Output = ()> + 'static {
+    let mut conn = Conn::open(
         w,
-        sock: Sock {
-            stream,
-            send_timeout: w.config.send_timeout,
-            peer,
-            deadlines: w.deadlines,
-            #[cfg(feature = "tls")]
-            records,
-        },
-        local,
-        input: Input::new(&w.pool),
-        served: 0,
-        request_line: None,
-    };
-    conn.run().await;
+        stream,
+        peer,
+        slot,
+        #[cfg(feature = "tls")]
+        tls,
+    );
+    async move {
+        if let Some(conn) = conn.as_mut() {
+            conn.run().await;
+        }
+    }
 }
 
 struct Conn {
@@ -83,6 +70,8 @@ struct Conn {
     served: u32,
     /// The current request's first line, kept when there is an access log.
     request_line: Option<Vec<u8>>,
+    /// Last, so that it is given back after the socket is closed.
+    _slot: Slot<'static>,
 }
 
 /// What went out for one request: the record the access log gets.
@@ -133,6 +122,40 @@ enum Next {
 }
 
 impl Conn {
+    fn open(
+        w: &'static Worker,
+        stream: Stream,
+        peer: SocketAddr,
+        slot: Slot<'static>,
+        #[cfg(feature = "tls")] tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    ) -> Option<Conn> {
+        let local = stream.get_ref().local_addr().unwrap_or(peer);
+        #[cfg(feature = "tls")]
+        let records = match tls {
+            None => Records::Plain,
+            Some(config) => Records::User {
+                tls: Box::new(crate::net::tls::Tls::new(config, &w.pool).ok()?.into()),
+                to_kernel: crate::net::ktls::support(),
+            },
+        };
+        Some(Conn {
+            w,
+            sock: Sock {
+                stream,
+                send_timeout: w.config.send_timeout,
+                peer,
+                deadlines: w.deadlines,
+                #[cfg(feature = "tls")]
+                records,
+            },
+            local,
+            input: Input::new(&w.pool),
+            served: 0,
+            request_line: None,
+            _slot: slot,
+        })
+    }
+
     async fn run(&mut self) {
         #[cfg(feature = "tls")]
         match self
@@ -146,7 +169,7 @@ impl Conn {
                     return;
                 }
             }
-            Err(End::Refused) => return self.linger().await,
+            Err(End::Refused) => return self.close_gently().await,
             Err(_) => return,
         }
         loop {
@@ -182,7 +205,13 @@ impl Conn {
                 Err(_) => return,
             }
         }
-        self.linger().await;
+        self.close_gently().await;
+    }
+
+    /// `linger` is the largest of this task's waits and runs once, at the
+    /// end: boxed, it does not size every connection's task (idle ones too).
+    async fn close_gently(&mut self) {
+        Box::pin(self.linger()).await
     }
 
     fn log(&mut self, sent: &Sent) {
