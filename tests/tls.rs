@@ -832,6 +832,31 @@ fn plain_http_garbage_and_truncated_hellos_get_a_clean_close() {
 }
 
 #[test]
+fn the_handshake_and_the_first_request_share_one_head_timeout() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start(&make_pair(&dir, "device"), &["--header-timeout", "3"]);
+    let mut c = TcpStream::connect(("127.0.0.1", t.port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let connected = Instant::now();
+    // A client that takes 2 of its 3 seconds to handshake, then sends nothing.
+    std::thread::sleep(Duration::from_secs(2));
+    let name = ServerName::try_from("localhost").unwrap();
+    let mut tls = rustls::ClientConnection::new(client_config(&t.ca), name).unwrap();
+    while tls.is_handshaking() {
+        tls.complete_io(&mut c).unwrap();
+    }
+    until_closed(&mut c).unwrap();
+    let waited = connected.elapsed();
+    // One timeout from the connect: about 3 s; a fresh one after the
+    // handshake would be 5 s or more.
+    assert!(
+        waited >= Duration::from_millis(2500) && waited < Duration::from_millis(4500),
+        "closed {waited:?} after the connect"
+    );
+    t.assert_serves();
+}
+
+#[test]
 fn a_thousand_half_open_handshakes_do_not_stop_a_normal_client() {
     let dir = TempDir::new("pair");
     let t = Tls::start(&make_pair(&dir, "device"), &["--max-connections", "2000"]);

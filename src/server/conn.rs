@@ -7,7 +7,7 @@
 
 use std::net::{Shutdown, SocketAddr};
 use std::os::unix::fs::FileExt;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_lite::future;
 
@@ -157,12 +157,11 @@ impl Conn {
     }
 
     async fn run(&mut self) {
+        // The handshake and the wait for the first request share one head
+        // timeout: a client cannot take it once for each.
+        let first = Instant::now() + self.w.config.header_timeout;
         #[cfg(feature = "tls")]
-        match self
-            .sock
-            .handshake(Instant::now() + self.w.config.header_timeout)
-            .await
-        {
+        match self.sock.handshake(first).await {
             // The kernel takes the records from here on, if it can.
             Ok(()) => {
                 if self.sock.offload().await.is_err() {
@@ -175,12 +174,12 @@ impl Conn {
         loop {
             if self.input.is_empty() {
                 self.input.release();
-                let limit = if self.served == 0 {
-                    self.w.config.header_timeout
+                let until = if self.served == 0 {
+                    first
                 } else {
-                    self.w.config.keepalive_timeout
+                    Instant::now() + self.w.config.keepalive_timeout
                 };
-                if !self.wait_for_request(limit).await {
+                if !self.wait_for_request(until).await {
                     // Idle, timed out or stopping: over TLS still a
                     // close_notify (RFC 8446 6.1), so the client can tell
                     // the last response was not cut off.
@@ -711,15 +710,16 @@ impl Conn {
         }
     }
 
-    /// Waits for the first byte of a request; false if the connection should close.
-    async fn wait_for_request(&self, limit: Duration) -> bool {
+    /// Waits until `until` for the first byte of a request; false if the
+    /// connection should close.
+    async fn wait_for_request(&self, until: Instant) -> bool {
         if self.w.is_stopping() {
             return false;
         }
         let readable = async {
             within(
                 self.w.deadlines,
-                Instant::now() + limit,
+                until,
                 #[cfg(feature = "tls")]
                 self.sock.readable(),
                 #[cfg(not(feature = "tls"))]
