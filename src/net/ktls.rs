@@ -117,13 +117,24 @@ pub fn give_keys(
 ) -> nix::Result<()> {
     let (tx_seq, tx) = secrets.tx;
     let (rx_seq, rx) = secrets.rx;
-    let mut tx = Keys::from_rustls(&tx, tx_seq)?.info(version, Direction::Send);
-    let mut rx = Keys::from_rustls(&rx, rx_seq)?.info(version, Direction::Receive);
-    let given = setsockopt(stream, sockopt::TcpTlsTx, &tx)
-        .and_then(|()| setsockopt(stream, sockopt::TcpTlsRx, &rx));
-    wipe(&mut tx);
-    wipe(&mut rx);
-    given
+    // Wiped on every way out, the early returns too.
+    let tx = Given(Keys::from_rustls(&tx, tx_seq)?.info(version, Direction::Send));
+    let rx = Given(Keys::from_rustls(&rx, rx_seq)?.info(version, Direction::Receive));
+    setsockopt(stream, sockopt::TcpTlsTx, &tx.0)
+        .and_then(|()| setsockopt(stream, sockopt::TcpTlsRx, &rx.0))
+}
+
+/// A copy of a key for the kernel, cleared when dropped.
+struct Given(sockopt::TlsCryptoInfo);
+
+impl Drop for Given {
+    fn drop(&mut self) {
+        if let sockopt::TlsCryptoInfo::Aes128Gcm(c) = &mut self.0 {
+            // SAFETY: a plain byte array inside a value we own; volatile so
+            // that the wipe of memory about to be freed is not optimised away.
+            unsafe { std::ptr::write_volatile(&mut c.key, [0; 16]) };
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -183,14 +194,6 @@ impl Drop for Keys {
             std::ptr::write_volatile(&mut self.key, [0; 16]);
             std::ptr::write_volatile(&mut self.iv, [0; 12]);
         }
-    }
-}
-
-/// Clears a copy of a key given to the kernel.
-fn wipe(info: &mut sockopt::TlsCryptoInfo) {
-    if let sockopt::TlsCryptoInfo::Aes128Gcm(c) = info {
-        // SAFETY: a plain byte array inside a value we own.
-        unsafe { std::ptr::write_volatile(&mut c.key, [0; 16]) };
     }
 }
 
