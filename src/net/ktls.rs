@@ -130,9 +130,9 @@ struct Given(sockopt::TlsCryptoInfo);
 impl Drop for Given {
     fn drop(&mut self) {
         if let sockopt::TlsCryptoInfo::Aes128Gcm(c) = &mut self.0 {
-            // SAFETY: a plain byte array inside a value we own; volatile so
-            // that the wipe of memory about to be freed is not optimised away.
-            unsafe { std::ptr::write_volatile(&mut c.key, [0; 16]) };
+            wipe(&mut c.key);
+            wipe(&mut c.salt);
+            wipe(&mut c.iv);
         }
     }
 }
@@ -188,13 +188,16 @@ impl Keys {
 
 impl Drop for Keys {
     fn drop(&mut self) {
-        // SAFETY: plain byte arrays owned by `self`; volatile so that the
-        // wipe of memory about to be freed is not optimised away.
-        unsafe {
-            std::ptr::write_volatile(&mut self.key, [0; 16]);
-            std::ptr::write_volatile(&mut self.iv, [0; 12]);
-        }
+        wipe(&mut self.key);
+        wipe(&mut self.iv);
     }
+}
+
+/// Clears key material about to be freed; volatile so that the write is
+/// not optimised away.
+fn wipe<const N: usize>(bytes: &mut [u8; N]) {
+    // SAFETY: a valid, exclusively borrowed byte array.
+    unsafe { std::ptr::write_volatile(bytes, [0; N]) };
 }
 
 fn tail(iv: &[u8; 12]) -> [u8; 8] {
