@@ -43,7 +43,7 @@ install_everything() {
 stage_lint() {
 	local internal
 	internal=$(git grep -nIE '\bissues? #?[0-9]+\b|the brief\b|work in progress' -- \
-		README.md board tests src fuzz bench init rootfs-overlay .cargo Cross.toml Cargo.toml ':!tests/run.sh')
+		README.md ARCHITECTURE.md CONFIGURATION.md board tests src fuzz bench init rootfs-overlay .cargo Cross.toml Cargo.toml ':!tests/run.sh')
 	if [ -n "$internal" ]; then
 		echo "internal references in the project's files:"
 		echo "$internal"
@@ -61,7 +61,7 @@ stage_layers() {
 
 # Unit tests and every integration test against the native debug binary,
 # built without and with TLS (the TLS build runs tests/tls.rs too); then the
-# patched polling crate's own tests (README, Patched crates).
+# patched polling crate's own tests (ARCHITECTURE.md, "Patched crates").
 stage_unit() {
 	cargo test --locked && cargo test --locked --features tls &&
 		CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}/patched cargo test --locked \
@@ -131,7 +131,7 @@ stage_size() {
 }
 
 # The aarch64 firmware holds no build-host path and is the same bytes from a
-# second checkout at another path with another CARGO_HOME (README, Size).
+# second checkout at another path with another CARGO_HOME (ARCHITECTURE.md, "Reproducible builds").
 stage_reproducible() {
 	tests/reproducible.sh
 }
