@@ -488,6 +488,11 @@ fn a_held_address_gets_429_even_for_a_login_cached_for_its_owner_over(t: Transpo
             "{head}"
         );
     }
+    assert!(
+        s.wait_log("auth: 127.0.0.2 reached its limit", Duration::from_secs(5)),
+        "{}",
+        s.log_text()
+    );
     assert_eq!(
         owner("bcrypt:pw-bcrypt"),
         200,
