@@ -95,16 +95,17 @@ pub const MAX_LOCAL_REDIRECTS: u32 = 5;
 pub const AUTH_CACHE_TTL: Duration = Duration::from_secs(60);
 pub const AUTH_CACHE_MAX: usize = 256;
 
-/// Checks of wrong passwords for one user from one address within
-/// `AUTH_FAIL_WINDOW` before that pair gets 429, across all workers (each
-/// allows its share). Enough for a person's typos; it keeps online guessing
-/// to a few passwords a minute per user and address.
+/// Checks of wrong passwords from one client (an IPv4 address, or an IPv6
+/// /64) within `AUTH_FAIL_WINDOW`, whatever the user names, before every
+/// Basic auth request from it gets 429 for the rest of the window; across
+/// all workers (each allows its share). Enough for a person's typos; it
+/// keeps online guessing to a few passwords a minute per client.
 pub const AUTH_FAIL_LIMIT: u32 = 5;
 pub const AUTH_FAIL_WINDOW: Duration = Duration::from_secs(60);
-/// `(address, user)` pairs the limiter tracks per worker, about 48 bytes
-/// each. A new pair past this replaces the one with the fewest failures,
-/// so a flood of new names does not free a limited pair.
-pub const AUTH_FAIL_PAIRS: usize = 1024;
+/// Clients the limiter tracks per worker, about 40 bytes each. A new one
+/// past this replaces the one with the fewest failures, so a flood of new
+/// addresses does not free a held one.
+pub const AUTH_FAIL_CLIENTS: usize = 1024;
 
 /// Threads per worker that verify passwords. One: a bcrypt or sha-crypt
 /// check keeps a core busy for tens of milliseconds (hundreds on a device),

@@ -1,9 +1,10 @@
 //! Protected paths: Basic auth with hashes made by real tools, the failure
-//! limit, and address rules for IPv4 and IPv6 clients; the realm's answers
+//! limit per client address, and address rules for IPv4 and IPv6 clients; the realm's answers
 //! and the address rules over HTTPS too, in a `tls` build.
 
 mod common;
 
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::Command;
 use std::time::Duration;
 
@@ -137,13 +138,13 @@ fn missing_wrong_and_malformed_credentials_get_401_over(t: Transport) {
 }
 
 #[test]
-fn repeated_failures_are_limited_per_address_and_user() {
+fn repeated_failures_are_limited_per_address() {
     for t in Transport::all() {
-        repeated_failures_are_limited_per_address_and_user_over(t);
+        repeated_failures_are_limited_per_address_over(t);
     }
 }
 
-fn repeated_failures_are_limited_per_address_and_user_over(t: Transport) {
+fn repeated_failures_are_limited_per_address_over(t: Transport) {
     let s = protected(t, &[]);
     for _ in 0..5 {
         let status = s.get("/admin/", &[&basic("sha256", "guess")]).status;
@@ -390,10 +391,34 @@ fn slow_realm(extra: &[&str]) -> Server {
     Server::start_in(root, &args)
 }
 
-/// Sends `headers[i]` on connection `i`, all at once (every connection is
-/// open before any request is written); the statuses, and the responses.
-fn parallel(s: &Server, headers: &[String]) -> Vec<Response> {
-    let conns: Vec<_> = headers.iter().map(|_| s.connect()).collect();
+/// A connection to the plain listener from `source`, a loopback address
+/// (all of 127/8 is this host's).
+fn connect_from(s: &Server, source: Ipv4Addr) -> std::net::TcpStream {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    bind(
+        fd.as_raw_fd(),
+        &SockaddrIn::from(SocketAddrV4::new(source, 0)),
+    )
+    .unwrap();
+    let server = SocketAddrV4::new(Ipv4Addr::LOCALHOST, s.port);
+    connect(fd.as_raw_fd(), &SockaddrIn::from(server)).unwrap();
+    std::net::TcpStream::from(fd)
+}
+
+/// Sends `headers[i]` on connection `i`, from `source(i)`, all at once
+/// (every connection is open before any request is written); the responses.
+fn parallel(s: &Server, source: fn(usize) -> Ipv4Addr, headers: &[String]) -> Vec<Response> {
+    let conns: Vec<_> = (0..headers.len())
+        .map(|i| connect_from(s, source(i)))
+        .collect();
     let go = std::sync::Arc::new(std::sync::Barrier::new(headers.len()));
     let threads: Vec<_> = conns
         .into_iter()
@@ -418,31 +443,132 @@ fn count(responses: &[Response], status: u16) -> usize {
     responses.iter().filter(|r| r.status == status).count()
 }
 
-#[test]
-fn a_cached_login_and_other_users_pass_while_one_is_limited() {
-    let s = protected(Transport::Plain, &[]);
-    let good = basic("bcrypt", "pw-bcrypt");
-    assert_eq!(s.get("/admin/", &[&good]).status, 200);
-    for i in 0..5 {
-        let r = s.get("/admin/", &[&basic("bcrypt", &format!("guess{i}"))]);
-        assert_eq!(r.status, 401, "guess {i}");
+/// A request for /admin/ from `source` (a loopback address: all of
+/// 127/8 is this host's) to `url`, with `user:password` if given; the
+/// status and the response's head.
+fn from(s: &Server, source: &str, url: &str, credentials: Option<&str>) -> (u16, String) {
+    let mut args = vec!["-g", "--interface", source, url];
+    if let Some(c) = credentials {
+        args.extend(["-u", c]);
     }
-    assert_eq!(s.get("/admin/", &[&basic("bcrypt", "guess9")]).status, 429);
-    // Behind a proxy every client has the address that guessed.
-    assert_eq!(s.get("/admin/", &[&good]).status, 200, "a cached login");
-    assert_eq!(
-        s.get("/admin/", &[&basic("md5", "pw-md5")]).status,
-        200,
-        "another user from the same address"
+    let (code, head, _) = s.curl(&args);
+    (code, head)
+}
+
+#[test]
+fn a_held_address_gets_429_even_for_a_login_cached_for_its_owner() {
+    for t in Transport::all() {
+        a_held_address_gets_429_even_for_a_login_cached_for_its_owner_over(t);
+    }
+}
+
+fn a_held_address_gets_429_even_for_a_login_cached_for_its_owner_over(t: Transport) {
+    let s = protected(t, &[]);
+    let url = s.url("/admin/");
+    let owner = |c: &str| from(&s, "127.0.0.1", &url, Some(c)).0;
+    let guesser = |c: Option<&str>| from(&s, "127.0.0.2", &url, c);
+    // The owner's login is now cached, as a page polling every second keeps it.
+    assert_eq!(owner("bcrypt:pw-bcrypt"), 200, "over {t:?}");
+    for i in 0..5 {
+        let (code, _) = guesser(Some(&format!("bcrypt:guess{i}")));
+        assert_eq!(code, 401, "guess {i} over {t:?}");
+    }
+    // Held back: the same answer whatever it sends, so a right guess does
+    // not show.
+    for (what, credentials) in [
+        ("the owner's cached login", Some("bcrypt:pw-bcrypt")),
+        ("another user's right password", Some("md5:pw-md5")),
+        ("a wrong password", Some("bcrypt:guess5")),
+        ("no credentials", None),
+    ] {
+        let (code, head) = guesser(credentials);
+        assert_eq!(code, 429, "{what} from the held address over {t:?}");
+        assert!(
+            head.to_ascii_lowercase().contains("retry-after: 60"),
+            "{head}"
+        );
+    }
+    assert!(
+        s.wait_log("auth: 127.0.0.2 reached its limit", Duration::from_secs(5)),
+        "{}",
+        s.log_text()
     );
-    let (code, _, _) = curl(&[
-        "--interface",
-        "127.0.0.2",
-        "-u",
-        "bcrypt:other-guess",
-        &s.url("/admin/"),
-    ]);
-    assert_eq!(code, 401, "the same user from another address");
+    assert_eq!(
+        owner("bcrypt:pw-bcrypt"),
+        200,
+        "the owner, cached, over {t:?}"
+    );
+    assert_eq!(
+        owner("md5:pw-md5"),
+        200,
+        "the owner, not cached, over {t:?}"
+    );
+    assert_eq!(owner("md5:typo"), 401, "the owner's typo over {t:?}");
+}
+
+#[test]
+fn switching_user_names_buys_no_more_guesses() {
+    let s = protected(Transport::Plain, &[]);
+    let url = s.url("/admin/");
+    let guesser = |c: &str| from(&s, "127.0.0.1", &url, Some(c)).0;
+    for (i, user) in ["bcrypt", "md5", "sha256", "nobody", "apr1"]
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(guesser(&format!("{user}:guess")), 401, "guess {i}");
+    }
+    for user in ["sha512", "someone-else"] {
+        assert_eq!(guesser(&format!("{user}:guess")), 429, "{user}");
+    }
+    assert_eq!(guesser("sha512:pw-sha512"), 429);
+    let other = |c: &str| from(&s, "127.0.0.2", &url, Some(c)).0;
+    assert_eq!(other("sha512:guess"), 401, "another address");
+    assert_eq!(other("sha512:pw-sha512"), 200, "another address");
+}
+
+#[test]
+fn a_good_login_does_not_wipe_earlier_failures() {
+    let s = protected(Transport::Plain, &[]);
+    let url = s.url("/admin/");
+    let client = |c: &str| from(&s, "127.0.0.1", &url, Some(c)).0;
+    for i in 0..4 {
+        assert_eq!(client(&format!("bcrypt:guess{i}")), 401, "guess {i}");
+    }
+    // Its own check is taken back, not the failures before it.
+    assert_eq!(client("md5:pw-md5"), 200);
+    assert_eq!(client("bcrypt:guess4"), 401);
+    assert_eq!(client("bcrypt:guess5"), 429);
+    assert_eq!(client("md5:pw-md5"), 429, "held, though cached");
+}
+
+#[test]
+fn ipv6_clients_are_limited_apart_from_ipv4_ones() {
+    for t in Transport::all() {
+        ipv6_clients_are_limited_apart_from_ipv4_ones_over(t);
+    }
+}
+
+fn ipv6_clients_are_limited_apart_from_ipv4_ones_over(t: Transport) {
+    let v4 = t.listen("127.0.0.1:0");
+    let v6 = t.listen("[::1]:0");
+    let mut listen = vec!["--listen", "127.0.0.1:0"];
+    if t != Transport::Plain {
+        listen.extend(["--listen", &v4]);
+    }
+    listen.extend(["--listen", &v6]);
+    let s = protected(t, &listen);
+    let v6 = format!("{}://[::1]:{}/admin/", t.scheme(), s.ipv6_port());
+    let client = |c: &str| from(&s, "::1", &v6, Some(c)).0;
+    for user in ["bcrypt", "md5", "sha256", "nobody", "apr1"] {
+        assert_eq!(client(&format!("{user}:guess")), 401, "{user} over {t:?}");
+    }
+    assert_eq!(client("sha512:pw-sha512"), 429, "over {t:?}");
+    let url = s.url("/admin/");
+    assert_eq!(
+        from(&s, "127.0.0.1", &url, Some("sha512:pw-sha512")).0,
+        200,
+        "an IPv4 client over {t:?}"
+    );
 }
 
 #[test]
@@ -451,13 +577,21 @@ fn parallel_guesses_are_counted_when_they_start() {
     let guesses: Vec<String> = (0..16)
         .map(|i| basic("owner", &format!("guess{i}")))
         .collect();
-    let answers = parallel(&s, &guesses);
+    let answers = parallel(&s, |_| Ipv4Addr::LOCALHOST, &guesses);
     let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
     assert_eq!(count(&answers, 401), 5, "{statuses:?}");
     assert_eq!(count(&answers, 429), 11, "{statuses:?}");
     // The log arrives through a pipe: a line logged after every answer
-    // (malformed credentials are not verified) marks its end.
-    assert_eq!(s.get("/admin/", &["Authorization: Basic !!!"]).status, 401);
+    // (malformed credentials are not verified) marks its end. From another
+    // address: this one is held back.
+    let (code, _, _) = curl(&[
+        "--interface",
+        "127.0.0.2",
+        "-H",
+        "Authorization: Basic !!!",
+        &s.url("/admin/"),
+    ]);
+    assert_eq!(code, 401);
     assert!(s.wait_log("malformed credentials", Duration::from_secs(10)));
     assert_eq!(
         s.log_text().matches("auth: verifying a password").count(),
@@ -474,7 +608,8 @@ fn hashing_runs_on_a_bounded_pool() {
     let worker = s.pid();
     // The worker's own threads (its main thread, async-io's), before any check.
     let before: u32 = proc_status(worker, "Threads").unwrap().parse().unwrap();
-    // Distinct unknown users: no limit applies, each is a hash to verify.
+    // Distinct unknown users from distinct addresses: no limit applies,
+    // each is a hash to verify.
     let guesses: Vec<String> = (0..40)
         .map(|i| basic(&format!("user{i}"), "guess"))
         .collect();
@@ -491,7 +626,7 @@ fn hashing_runs_on_a_bounded_pool() {
             most
         })
     };
-    let answers = parallel(&s, &guesses);
+    let answers = parallel(&s, |i| Ipv4Addr::new(127, 0, 1, i as u8 + 1), &guesses);
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let most_threads: u32 = sampler.join().unwrap();
     let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();

@@ -4,7 +4,7 @@
 //! and Apache's `$apr1$` here, since neither libc knows it. Checks run on a
 //! small pool of threads with a bounded queue, since bcrypt and sha-crypt
 //! take long on small CPUs; successes are cached briefly, and failures are
-//! limited per address and user, counted when a check starts.
+//! limited per client address (see `failures`), counted when a check starts.
 
 use std::ffi::{CStr, CString, c_char};
 use std::hash::{BuildHasher, Hasher, RandomState};
@@ -20,10 +20,10 @@ use futures_lite::AsyncReadExt;
 
 use crate::http::request::{Field, Request};
 use crate::limits::{
-    AUTH_CACHE_MAX, AUTH_CACHE_TTL, AUTH_FAIL_LIMIT, AUTH_FAIL_PAIRS, AUTH_FAIL_WINDOW, AUTH_QUEUE,
-    AUTH_THREADS,
+    AUTH_CACHE_MAX, AUTH_CACHE_TTL, AUTH_FAIL_LIMIT, AUTH_FAIL_WINDOW, AUTH_QUEUE, AUTH_THREADS,
 };
 use crate::policy::access::under;
+use crate::policy::failures::{Client, Counted, Failures};
 
 /// For a realm without users: a hash of a real format, so that unknown
 /// users still cost a verification.
@@ -115,7 +115,7 @@ pub enum Decision {
     Pass(Option<String>),
     /// 401 with this realm's challenge.
     Challenge(&'static str),
-    /// 429: too many failures for this user from this address.
+    /// 429: too many failures from this client (address, or IPv6 /64).
     Limited,
     /// 503: the verification queue is full.
     Busy,
@@ -130,6 +130,8 @@ pub struct Pending {
     tag: u64,
     /// False for an unknown user, whose decoy check never passes.
     known: bool,
+    /// `None` when the same credentials were already being checked.
+    counted: Option<Counted>,
 }
 
 /// The answer of a verification, handed back to `check`.
@@ -137,6 +139,7 @@ pub struct Checked {
     tag: u64,
     user: String,
     ok: bool,
+    counted: Option<Counted>,
 }
 
 impl Pending {
@@ -151,6 +154,7 @@ impl Pending {
             tag: self.tag,
             user: self.user,
             ok: ok && self.known,
+            counted: self.counted,
         }
     }
 }
@@ -172,10 +176,7 @@ pub struct Auth {
     files: Vec<Option<File>>,
     /// `(credentials tag, user, valid until)`; small, so a Vec (no hash map code in the binary).
     cache: Vec<(u64, String, Instant)>,
-    /// `(address, user tag, checks started, window start)`.
-    failures: Vec<(IpAddr, u64, u32, Instant)>,
-    /// This worker's share of `AUTH_FAIL_LIMIT`.
-    fail_limit: u32,
+    failures: Failures,
     keys: RandomState,
 }
 
@@ -195,8 +196,7 @@ impl Auth {
             realms,
             files: realms.iter().map(|_| None).collect(),
             cache: Vec::new(),
-            failures: Vec::new(),
-            fail_limit,
+            failures: Failures::new(fail_limit),
             keys: RandomState::new(),
         }
     }
@@ -214,16 +214,16 @@ impl Auth {
             return Decision::Pass(None);
         };
         let realm: &'static Realm = &self.realms[i];
-        let Some(header) = req.get(Field::Authorization) else {
-            return Decision::Challenge(&realm.name);
-        };
-        let tag = self.tag(i, header);
-        if let Some(v) = verdict.filter(|v| v.tag == tag) {
+        let header = req.get(Field::Authorization);
+        let tag = header.map(|h| self.tag(i, h));
+        // The answer to a check this request started: given even if the
+        // client has been held back since, as the check was within its share.
+        if let Some(v) = verdict.filter(|v| Some(v.tag) == tag) {
             if v.ok {
-                // The owner got it right: earlier slips no longer count.
-                let who = self.who(client, &v.user);
-                self.failures.retain(|f| (f.0, f.1) != who);
-                self.remember(tag, &v.user);
+                if let Some(counted) = v.counted {
+                    self.failures.refund(counted);
+                }
+                self.remember(v.tag, &v.user);
                 return Decision::Pass(Some(v.user));
             }
             log::warn!(
@@ -233,9 +233,18 @@ impl Auth {
             );
             return Decision::Challenge(&realm.name);
         }
-        // A changed password file clears the cache, so check it first. A
-        // cached login passes even while its address and user are limited:
-        // it costs no hash and guesses nothing.
+        // Before the cache: a held client's answers must not depend on its
+        // guess, or a guess matching a login cached for its owner would
+        // still tell itself apart. Per client, not per client and user, so
+        // that switching names buys no more guesses (and no more hashing).
+        let who = Client::from(client);
+        if self.failures.held(who) {
+            return Decision::Limited;
+        }
+        let (Some(header), Some(tag)) = (header, tag) else {
+            return Decision::Challenge(&realm.name);
+        };
+        // A changed password file clears the cache, so check it first.
         self.file(i);
         if let Some((_, user, until)) = self.cache.iter().find(|(t, _, _)| *t == tag) {
             if *until > Instant::now() {
@@ -250,12 +259,6 @@ impl Auth {
             );
             return Decision::Challenge(&realm.name);
         };
-        // Per address and user, not per address: behind a proxy every client
-        // has one address, and one guesser must not lock every user out.
-        let who = self.who(client, &user);
-        if self.limited(who) {
-            return Decision::Limited;
-        }
         let file = self.file(i);
         let known = file.users.iter().find(|(u, _)| *u == user);
         let hash = known.map_or(&file.decoy, |(_, h)| h).clone();
@@ -272,14 +275,18 @@ impl Auth {
         // Counted now, not when the answer comes: parallel guesses cannot
         // all start before the first is counted. The same credentials
         // already being checked (a browser's parallel requests) are one guess.
-        if !again {
-            self.fail(who);
+        let counted = (!again).then(|| self.failures.count(who));
+        if self.failures.held(who) {
+            log::warn!(
+                "auth: {who} reached its limit of login checks; 429 for up to {AUTH_FAIL_WINDOW:?}"
+            );
         }
         Decision::Verify(Pending {
             user,
             answer,
             tag,
             known,
+            counted,
         })
     }
 
@@ -291,13 +298,6 @@ impl Auth {
         h.finish()
     }
 
-    /// The limiter's key: the address and a keyed hash of the user name.
-    fn who(&self, client: IpAddr, user: &str) -> (IpAddr, u64) {
-        let mut h = self.keys.build_hasher();
-        h.write(user.as_bytes());
-        (client, h.finish())
-    }
-
     fn remember(&mut self, tag: u64, user: &str) {
         let now = Instant::now();
         self.cache.retain(|(t, _, until)| *until > now && *t != tag);
@@ -306,31 +306,6 @@ impl Auth {
         }
         self.cache
             .push((tag, user.to_string(), now + AUTH_CACHE_TTL));
-    }
-
-    fn limited(&self, who: (IpAddr, u64)) -> bool {
-        self.failures.iter().any(|&(a, u, n, since)| {
-            (a, u) == who && n >= self.fail_limit && since.elapsed() < AUTH_FAIL_WINDOW
-        })
-    }
-
-    fn fail(&mut self, who: (IpAddr, u64)) {
-        self.failures.retain(|f| f.3.elapsed() < AUTH_FAIL_WINDOW);
-        match self.failures.iter_mut().find(|f| (f.0, f.1) == who) {
-            Some(entry) => entry.2 += 1,
-            None => {
-                // Full: drop the pair with the fewest failures (the oldest of
-                // those), so that new names do not push out a limited pair.
-                if self.failures.len() >= AUTH_FAIL_PAIRS {
-                    let fewest = (0..self.failures.len())
-                        .min_by_key(|&j| (self.failures[j].2, self.failures[j].3));
-                    if let Some(j) = fewest {
-                        self.failures.swap_remove(j);
-                    }
-                }
-                self.failures.push((who.0, who.1, 1, Instant::now()));
-            }
-        }
     }
 
     /// Realm `i`'s file, re-read when it changes.

@@ -4,5 +4,6 @@
 
 pub(crate) mod access;
 pub(crate) mod auth;
+pub(crate) mod failures;
 pub(crate) mod hosts;
 pub(crate) mod rules;
