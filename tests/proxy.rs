@@ -583,17 +583,106 @@ fn websocket_messages_pass_both_ways() {
     server.assert_healthy();
 }
 
+/// A tunnel has its own idle limit, `proxy-tunnel-timeout`: quiet longer
+/// than `keepalive-timeout` it stays, quiet longer than its own limit it
+/// is closed.
 #[test]
-fn a_quiet_websocket_is_closed_after_the_keepalive_timeout() {
+fn a_quiet_websocket_outlives_the_keepalive_timeout_but_not_the_tunnel_timeout() {
     let backend = WsBackend::start();
-    let server = Server::start(&["--proxy", &backend.route, "--keepalive-timeout", "1"]);
+    let server = Server::start(&[
+        "--proxy",
+        &backend.route,
+        "--keepalive-timeout",
+        "1",
+        "--proxy-tunnel-timeout",
+        "5",
+    ]);
     let url = format!("ws://127.0.0.1:{}/api/ws", server.port);
+    // The pauses are the client's, the case under test: 3 s of silence,
+    // past the 1 s keep-alive limit and its tick, within the tunnel's 5 s.
     let body = r#"
+    import time
     async with websockets.connect("{url}", ping_interval=None) as ws:
         await ws.send("a")
         assert await ws.recv() == "a"
-        await asyncio.wait_for(ws.wait_closed(), 20)"#;
+        await asyncio.sleep(3)
+        await ws.send("b")
+        assert await ws.recv() == "b"
+        quiet = time.monotonic()
+        await asyncio.wait_for(ws.wait_closed(), 30)
+        assert time.monotonic() - quiet >= 4, "closed before the tunnel timeout""#;
     ws_client(&url, body, &server);
+    server.assert_healthy();
+}
+
+/// Answered without a 101, an `Upgrade` request is a plain request: what
+/// the client sent after it, a whole pipelined request or the start of
+/// one, is the connection's next request.
+#[test]
+fn an_upgrade_answered_without_101_leaves_the_next_request_intact() {
+    let backend = Backend::tcp(echo);
+    let server = backend.server(&["--keepalive-timeout", "3"]);
+    let mut c = server.connect();
+    c.write_all(b"GET /api/first HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nGET /api/second HTTP/1.1\r\nHost: t\r\n\r\nGET /api/th")
+        .unwrap();
+    let r = read_response(&mut c, false).expect("the first answer");
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "GET /api/first HTTP/1.1\n".to_string())
+    );
+    let r = read_response(&mut c, false).expect("the pipelined request's answer");
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "GET /api/second HTTP/1.1\n".to_string())
+    );
+    c.write_all(b"ird HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c, false).expect("the split request's answer");
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "GET /api/third HTTP/1.1\n".to_string())
+    );
+    let first = &backend.seen()[0];
+    assert_eq!(first.header("upgrade"), ["websocket"], "{}", first.head);
+}
+
+/// A request with a body and `Upgrade` (an h2c upgrade, as `curl --http2
+/// -d` sends over http://) goes to the backend as a plain request with its
+/// body and without the upgrade.
+#[test]
+fn an_upgrade_with_a_body_is_forwarded_as_a_plain_request() {
+    let backend = Backend::tcp(echo);
+    let server = backend.server(&["--header-timeout", "3"]);
+    let (code, _, body) = curl(&["--http2", "-d", "hello", &server.url("/api/h2c")]);
+    assert_eq!(
+        (code, String::from_utf8_lossy(&body).as_ref()),
+        (200, "POST /api/h2c HTTP/1.1\nhello"),
+        "{}",
+        server.log_text()
+    );
+    let seen = backend.seen().pop().unwrap();
+    assert!(
+        seen.header("upgrade").is_empty() && seen.header("http2-settings").is_empty(),
+        "{}",
+        seen.head
+    );
+    assert!(
+        !seen
+            .head
+            .to_ascii_lowercase()
+            .contains("connection: upgrade"),
+        "{}",
+        seen.head
+    );
+    // The same by hand, with a request pipelined behind the body.
+    let out = send(
+        &server,
+        "POST /api/up HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 4\r\n\r\nbodyGET /api/after HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert!(
+        out.contains("POST /api/up HTTP/1.1\nbody") && out.ends_with("GET /api/after HTTP/1.1\n"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -874,6 +963,31 @@ fn a_backend_named_by_host_name_is_an_error_at_its_line() {
     let (code, err) = run("proxy-max-body lots\n");
     assert_eq!(code, Some(2));
     assert!(err.contains("m.conf:1: proxy-max-body:"), "{err}");
+}
+
+#[test]
+fn the_tunnel_timeout_is_a_setting_checked_at_its_line() {
+    let dir = TempDir::new("conf");
+    let run = |conf: &str| {
+        let path = dir.write("m.conf", conf);
+        let out = command()
+            .arg("--config")
+            .arg(&path)
+            .arg("--check-config")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run("proxy /api/ unix:/run/api.sock\nproxy-tunnel-timeout 600\n");
+    assert_eq!(code, Some(0), "{err}");
+    for bad in ["0", "soon", "-1"] {
+        let (code, err) = run(&format!("root /tmp\nproxy-tunnel-timeout {bad}\n"));
+        assert_eq!(code, Some(2), "{bad}: {err}");
+        assert!(err.contains("m.conf:2: proxy-tunnel-timeout: "), "{err}");
+    }
 }
 
 #[test]

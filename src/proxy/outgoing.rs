@@ -17,7 +17,8 @@ pub struct Forward {
     /// Sent again on a new connection if a kept one failed before any
     /// byte of answer (RFC 9110 section 9.2.2; only without a body).
     pub retry_safe: bool,
-    /// The client asked to switch protocols (WebSocket).
+    /// The client asked to switch protocols (WebSocket), in a request
+    /// without a body.
     pub upgrade: bool,
     pub head_only: bool,
     pub body: BodyKind,
@@ -90,8 +91,13 @@ impl Forward {
             .iter()
             .find(|h| h.name.eq_ignore_ascii_case("upgrade"))
             .map(|h| request::trim(h.value));
+        // A request with a body goes on as a plain request: the bytes after
+        // its head are its body, and cannot also be the tunnel's (an h2c
+        // upgrade from `curl --http2 -d`). Its Upgrade field is hop-by-hop
+        // and stays behind.
         let upgrade = upgrade_value.is_some()
             && req.version == Version::Http11
+            && req.body == BodyKind::None
             && listed.iter().any(|t| t.eq_ignore_ascii_case(b"upgrade"));
         let mut head = Vec::with_capacity(req.head_len + 128);
         head.extend_from_slice(req.method_token.as_bytes());

@@ -445,7 +445,6 @@ impl Conn {
                 client: config.header_timeout,
                 backend: config.proxy.timeout,
             },
-            idle: config.keepalive_timeout,
             version: reply.version,
             keep_alive: reply.keep_alive,
             expects_continue: meta.expects_continue,
