@@ -751,6 +751,80 @@ fn proxy_max_body_refuses_larger_bodies_before_the_backend() {
     assert_eq!((r.status, r.text()), (200, big.len().to_string()));
 }
 
+/// A chunked body of `data` bytes of data, each chunk with an
+/// extension of `ext` bytes when `ext` > 0, then `trailers` bytes of
+/// trailer fields.
+fn chunked_body(data: usize, chunks: usize, ext: usize, trailers: usize) -> String {
+    let mut body = String::new();
+    for _ in 0..chunks {
+        let n = data / chunks;
+        body.push_str(&format!("{n:x}"));
+        if ext > 0 {
+            body.push_str(&format!(";e={}", "v".repeat(ext - 3)));
+        }
+        body.push_str(&format!("\r\n{}\r\n", "d".repeat(n)));
+    }
+    body.push_str("0\r\n");
+    let mut i = 0;
+    while trailers > 0 && body.len() < trailers {
+        body.push_str(&format!("X-Pad-{i}: {}\r\n", "p".repeat(80)));
+        i += 1;
+    }
+    body.push_str("\r\n");
+    body
+}
+
+/// `proxy-max-body` counts what a chunked body carries: its data, its
+/// chunk extensions and its trailer fields; a trailer section has a limit
+/// of its own. A body past either is a 413, and the backend connection it
+/// was going to is closed, not held.
+#[test]
+fn extensions_and_trailers_count_toward_the_body_limit() {
+    let backend = Backend::tcp(|req, s| reply(s, &req.body.len().to_string()));
+    let server = backend.server(&["--proxy-max-body", "1000", "--proxy-max", "1"]);
+    let post = |body: &str| {
+        send(
+            &server,
+            &format!("POST /api/a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{body}"),
+        )
+    };
+    // At the limit with an empty trailer section: forwarded.
+    let out = post(&chunked_body(1000, 1, 0, 0));
+    assert!(
+        out.starts_with("HTTP/1.1 200") && out.ends_with("1000"),
+        "{out}"
+    );
+    for (what, body) in [
+        (
+            "1000 data bytes and 4 KB of trailers",
+            chunked_body(1000, 1, 0, 5000),
+        ),
+        (
+            "10 data bytes with 2 KB of extensions",
+            chunked_body(10, 10, 200, 0),
+        ),
+    ] {
+        let out = post(&body);
+        assert!(out.starts_with("HTTP/1.1 413"), "{what}: {out}");
+    }
+    let closed = wait_until(Duration::from_secs(10), || {
+        backend.closed.lock().unwrap().len() >= 2
+    });
+    assert!(closed, "backend connections kept: {}", server.log_text());
+    assert_eq!(curl(&[&server.url("/api/next")]).0, 200);
+    // Without a body limit, the trailer section still has one.
+    let server = backend.server(&[]);
+    let out = send(
+        &server,
+        &format!(
+            "POST /api/a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{}",
+            chunked_body(10, 1, 0, 64 << 10)
+        ),
+    );
+    assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+    server.assert_healthy();
+}
+
 #[cfg(feature = "tls")]
 #[test]
 fn the_proxy_serves_https_listeners_too() {
