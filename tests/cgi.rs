@@ -254,6 +254,20 @@ fn extensions_and_trailers_count_toward_the_body_limit() {
     s.assert_healthy();
 }
 
+/// A header name with an underscore never reaches a script: as
+/// `HTTP_X_FORWARDED_FOR` it could not be told from `X-Forwarded-For`.
+#[test]
+fn header_names_with_underscores_are_dropped() {
+    let s = start(&[]);
+    let out = env_of(
+        &s,
+        "GET /cgi-bin/env HTTP/1.1\r\nHost: t\r\nX_Forwarded_For: 6.6.6.6\r\nX_Custom: 1\r\nX-Custom: yes\r\nConnection: close\r\n\r\n",
+    );
+    assert!(!out.contains("6.6.6.6"), "{out}");
+    assert!(out.contains("\nHTTP_X_CUSTOM=yes\n"), "{out}");
+    assert!(!out.contains("HTTP_X_CUSTOM=1"), "{out}");
+}
+
 #[test]
 fn output_is_streamed_and_framed_so_keep_alive_survives() {
     let s = start(&[]);

@@ -186,6 +186,42 @@ fn hop_by_hop_fields_go_and_forwarded_fields_are_replaced() {
     }
 }
 
+/// What a backend may take for the client's address or the request's
+/// original URL is set by Marmoset or left out, never passed on as the
+/// client sent it; a field name with an underscore (read by CGI-style
+/// backends as `HTTP_X_FORWARDED_FOR`) does not reach the backend.
+#[test]
+fn client_forwarding_fields_and_underscored_names_never_reach_the_backend() {
+    let backend = Backend::unix(echo);
+    let server = backend.server(&[]);
+    let out = send(
+        &server,
+        "GET /api/f HTTP/1.1\r\nHost: device.lan\r\nX_Forwarded_For: 6.6.6.6\r\nX-Real-IP: 6.6.6.6\r\nX-Forwarded-Port: 8443\r\nX-Forwarded-Prefix: /evil\r\nX-Original-URL: /admin\r\nX-Rewrite-URL: /admin\r\nX-Custom_Name: 1\r\nX-Custom-Name: kept\r\nConnection: close\r\n\r\n",
+    );
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    let seen = backend.seen().pop().unwrap();
+    assert!(!seen.head.contains("6.6.6.6"), "{}", seen.head);
+    for gone in [
+        "x-forwarded-port",
+        "x-forwarded-prefix",
+        "x-original-url",
+        "x-rewrite-url",
+    ] {
+        assert!(seen.header(gone).is_empty(), "{gone}: {}", seen.head);
+    }
+    let names: Vec<&str> = seen
+        .head
+        .split("\r\n")
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, _)| n)
+        .collect();
+    assert!(names.iter().all(|n| !n.contains('_')), "{}", seen.head);
+    assert_eq!(seen.header("x-real-ip"), ["127.0.0.1"]);
+    assert_eq!(seen.header("x-forwarded-for"), ["127.0.0.1"]);
+    assert_eq!(seen.header("x-custom-name"), ["kept"]);
+}
+
 #[test]
 fn a_missing_or_refusing_backend_is_a_502_at_once() {
     let dir = TempDir::new("nosock");
