@@ -169,8 +169,11 @@ pub async fn answer_body(
         match &mut decoder {
             Some(d) => {
                 let mut data = Vec::new();
-                let used = d.feed(pending, &mut data).map_err(|_| {
-                    let why = "malformed chunked body";
+                let used = d.feed(pending, &mut data).map_err(|e| {
+                    let why = match e {
+                        Refused::Malformed => "malformed chunked body",
+                        Refused::TrailersTooLarge => "trailer section over the limit",
+                    };
                     if sent == 0 && pending.as_ptr() == first.as_ptr() {
                         Cut::BeforeHead(why)
                     } else {
