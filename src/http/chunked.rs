@@ -80,13 +80,16 @@ pub fn push_chunk(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// A byte that leads to this state is an extension's or a trailer
-/// field's (the empty line that ends a body is framing).
+/// A byte that leads to this state is an extension's (or whitespace
+/// before one) or a trailer field's. What is left out, a chunk's size
+/// digits and line ends, is at most 19 bytes per chunk of at least one
+/// counted byte; the empty line that ends a body is framing too.
 fn is_counted(state: State) -> bool {
     use State::*;
     matches!(
         state,
-        ExtStart
+        SizeBws
+            | ExtStart
             | ExtName
             | ExtAfterName
             | ExtValueStart
@@ -304,10 +307,10 @@ mod tests {
     #[test]
     fn extensions_and_trailers_count_and_trailers_are_capped() {
         let mut d = Decoder::default();
-        let input = b"3;name=value\r\nabc\r\n0\r\nX-T: 1\r\n\r\n";
+        let input = b"3 ;name=value\r\nabc\r\n0\r\nX-T: 1\r\n\r\n";
         assert_eq!(d.feed(input, &mut Vec::new()), Ok(input.len()));
-        // abc, `;name=value` and `X-T: 1` with its CR; no line end else.
-        assert_eq!(d.counted(), 3 + 11 + 7);
+        // abc, ` ;name=value` and `X-T: 1` with its CR; no line end else.
+        assert_eq!(d.counted(), 3 + 12 + 7);
         let mut d = Decoder::default();
         d.feed(b"2\r\nab\r\n0\r\n\r\n", &mut Vec::new()).unwrap();
         assert_eq!(d.counted(), 2, "an empty trailer section is framing");
