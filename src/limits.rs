@@ -85,6 +85,13 @@ pub const KEPT_RULE_LINES: usize = 64;
 /// Longest chunk-size or trailer line of a chunked body.
 pub const MAX_CHUNK_LINE: usize = 4096;
 
+/// Longest trailer section of a chunked request body; past it: 413. A
+/// trailer section is a header section: the same bound as a request head
+/// (`HEAD_BUF`). It is never passed on, only read past, and without a cap
+/// a client could hold a backend connection or a script slot for as long
+/// as it sends trailer lines.
+pub const MAX_TRAILERS: usize = HEAD_BUF;
+
 /// Local redirects (`Location: /path` from a script) followed for one
 /// request; a loop of scripts redirecting to each other ends in a 500.
 pub const MAX_LOCAL_REDIRECTS: u32 = 5;

@@ -214,6 +214,60 @@ fn bodies_over_the_limit_get_413() {
     s.assert_healthy();
 }
 
+/// A chunked body's extensions and trailer fields count toward
+/// `cgi-max-body`, and its trailer section has a limit of its own.
+#[test]
+fn extensions_and_trailers_count_toward_the_body_limit() {
+    let s = start(&["--cgi-max-body", "1000"]);
+    let post = |body: &str| {
+        s.raw(
+            format!(
+                "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{body}"
+            )
+            .as_bytes(),
+        )
+    };
+    let out = post("5;e=v\r\nhello\r\n0\r\nX-T: 1\r\n\r\n");
+    assert!(
+        out.starts_with("HTTP/1.1 200 ") && out.contains("\r\nhello\r\n"),
+        "{out}"
+    );
+    let ext = format!("1;e={}\r\nx\r\n", "v".repeat(200));
+    let out = post(&format!("{}0\r\n\r\n", ext.repeat(10)));
+    assert!(out.starts_with("HTTP/1.1 413 "), "extensions: {out}");
+    let trailers = format!("X-Pad: {}\r\n", "p".repeat(80)).repeat(20);
+    let out = post(&format!("5\r\nhello\r\n0\r\n{trailers}\r\n"));
+    assert!(out.starts_with("HTTP/1.1 413 "), "trailers: {out}");
+    // Under the default limit (1 MiB), the trailer section keeps its own.
+    let s = start(&[]);
+    let trailers = format!("X-Pad: {}\r\n", "p".repeat(80)).repeat(800);
+    let out = s.raw(
+        format!(
+            "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n{trailers}\r\n"
+        )
+        .as_bytes(),
+    );
+    assert!(
+        out.starts_with("HTTP/1.1 413 "),
+        "a large trailer section: {out}"
+    );
+    s.assert_healthy();
+}
+
+/// A header name with an underscore never reaches a script: as
+/// `HTTP_X_FORWARDED_FOR` it could not be told from `X-Forwarded-For`.
+#[test]
+fn header_names_with_underscores_are_dropped() {
+    let s = start(&[]);
+    let out = env_of(
+        &s,
+        "GET /cgi-bin/env HTTP/1.1\r\nHost: t\r\nX_Forwarded_For: 6.6.6.6\r\nX_Custom: 1\r\nX-Custom: yes\r\nConnection: close\r\n\r\n",
+    );
+    assert!(!out.contains("6.6.6.6"), "{out}");
+    assert!(out.contains("\nHTTP_X_CUSTOM=yes\n"), "{out}");
+    assert!(!out.contains("HTTP_X_CUSTOM=1"), "{out}");
+}
+
 #[test]
 fn output_is_streamed_and_framed_so_keep_alive_survives() {
     let s = start(&[]);

@@ -186,6 +186,42 @@ fn hop_by_hop_fields_go_and_forwarded_fields_are_replaced() {
     }
 }
 
+/// What a backend may take for the client's address or the request's
+/// original URL is set by Marmoset or left out, never passed on as the
+/// client sent it; a field name with an underscore (read by CGI-style
+/// backends as `HTTP_X_FORWARDED_FOR`) does not reach the backend.
+#[test]
+fn client_forwarding_fields_and_underscored_names_never_reach_the_backend() {
+    let backend = Backend::unix(echo);
+    let server = backend.server(&[]);
+    let out = send(
+        &server,
+        "GET /api/f HTTP/1.1\r\nHost: device.lan\r\nX_Forwarded_For: 6.6.6.6\r\nX-Real-IP: 6.6.6.6\r\nX-Forwarded-Port: 8443\r\nX-Forwarded-Prefix: /evil\r\nX-Original-URL: /admin\r\nX-Rewrite-URL: /admin\r\nX-Custom_Name: 1\r\nX-Custom-Name: kept\r\nConnection: close\r\n\r\n",
+    );
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    let seen = backend.seen().pop().unwrap();
+    assert!(!seen.head.contains("6.6.6.6"), "{}", seen.head);
+    for gone in [
+        "x-forwarded-port",
+        "x-forwarded-prefix",
+        "x-original-url",
+        "x-rewrite-url",
+    ] {
+        assert!(seen.header(gone).is_empty(), "{gone}: {}", seen.head);
+    }
+    let names: Vec<&str> = seen
+        .head
+        .split("\r\n")
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, _)| n)
+        .collect();
+    assert!(names.iter().all(|n| !n.contains('_')), "{}", seen.head);
+    assert_eq!(seen.header("x-real-ip"), ["127.0.0.1"]);
+    assert_eq!(seen.header("x-forwarded-for"), ["127.0.0.1"]);
+    assert_eq!(seen.header("x-custom-name"), ["kept"]);
+}
+
 #[test]
 fn a_missing_or_refusing_backend_is_a_502_at_once() {
     let dir = TempDir::new("nosock");
@@ -583,17 +619,106 @@ fn websocket_messages_pass_both_ways() {
     server.assert_healthy();
 }
 
+/// A tunnel has its own idle limit, `proxy-tunnel-timeout`: quiet longer
+/// than `keepalive-timeout` it stays, quiet longer than its own limit it
+/// is closed.
 #[test]
-fn a_quiet_websocket_is_closed_after_the_keepalive_timeout() {
+fn a_quiet_websocket_outlives_the_keepalive_timeout_but_not_the_tunnel_timeout() {
     let backend = WsBackend::start();
-    let server = Server::start(&["--proxy", &backend.route, "--keepalive-timeout", "1"]);
+    let server = Server::start(&[
+        "--proxy",
+        &backend.route,
+        "--keepalive-timeout",
+        "1",
+        "--proxy-tunnel-timeout",
+        "5",
+    ]);
     let url = format!("ws://127.0.0.1:{}/api/ws", server.port);
+    // The pauses are the client's, the case under test: 3 s of silence,
+    // past the 1 s keep-alive limit and its tick, within the tunnel's 5 s.
     let body = r#"
+    import time
     async with websockets.connect("{url}", ping_interval=None) as ws:
         await ws.send("a")
         assert await ws.recv() == "a"
-        await asyncio.wait_for(ws.wait_closed(), 20)"#;
+        await asyncio.sleep(3)
+        await ws.send("b")
+        assert await ws.recv() == "b"
+        quiet = time.monotonic()
+        await asyncio.wait_for(ws.wait_closed(), 30)
+        assert time.monotonic() - quiet >= 4, "closed before the tunnel timeout""#;
     ws_client(&url, body, &server);
+    server.assert_healthy();
+}
+
+/// Answered without a 101, an `Upgrade` request is a plain request: what
+/// the client sent after it, a whole pipelined request or the start of
+/// one, is the connection's next request.
+#[test]
+fn an_upgrade_answered_without_101_leaves_the_next_request_intact() {
+    let backend = Backend::tcp(echo);
+    let server = backend.server(&["--keepalive-timeout", "3"]);
+    let mut c = server.connect();
+    c.write_all(b"GET /api/first HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nGET /api/second HTTP/1.1\r\nHost: t\r\n\r\nGET /api/th")
+        .unwrap();
+    let r = read_response(&mut c, false).expect("the first answer");
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "GET /api/first HTTP/1.1\n".to_string())
+    );
+    let r = read_response(&mut c, false).expect("the pipelined request's answer");
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "GET /api/second HTTP/1.1\n".to_string())
+    );
+    c.write_all(b"ird HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c, false).expect("the split request's answer");
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "GET /api/third HTTP/1.1\n".to_string())
+    );
+    let first = &backend.seen()[0];
+    assert_eq!(first.header("upgrade"), ["websocket"], "{}", first.head);
+}
+
+/// A request with a body and `Upgrade` (an h2c upgrade, as `curl --http2
+/// -d` sends over http://) goes to the backend as a plain request with its
+/// body and without the upgrade.
+#[test]
+fn an_upgrade_with_a_body_is_forwarded_as_a_plain_request() {
+    let backend = Backend::tcp(echo);
+    let server = backend.server(&["--header-timeout", "3"]);
+    let (code, _, body) = curl(&["--http2", "-d", "hello", &server.url("/api/h2c")]);
+    assert_eq!(
+        (code, String::from_utf8_lossy(&body).as_ref()),
+        (200, "POST /api/h2c HTTP/1.1\nhello"),
+        "{}",
+        server.log_text()
+    );
+    let seen = backend.seen().pop().unwrap();
+    assert!(
+        seen.header("upgrade").is_empty() && seen.header("http2-settings").is_empty(),
+        "{}",
+        seen.head
+    );
+    assert!(
+        !seen
+            .head
+            .to_ascii_lowercase()
+            .contains("connection: upgrade"),
+        "{}",
+        seen.head
+    );
+    // The same by hand, with a request pipelined behind the body.
+    let out = send(
+        &server,
+        "POST /api/up HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 4\r\n\r\nbodyGET /api/after HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert!(
+        out.contains("POST /api/up HTTP/1.1\nbody") && out.ends_with("GET /api/after HTTP/1.1\n"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -660,6 +785,80 @@ fn proxy_max_body_refuses_larger_bodies_before_the_backend() {
     c.write_all(&big).unwrap();
     let r = read_response(&mut c, false).unwrap();
     assert_eq!((r.status, r.text()), (200, big.len().to_string()));
+}
+
+/// A chunked body of `data` bytes of data, each chunk with an
+/// extension of `ext` bytes when `ext` > 0, then `trailers` bytes of
+/// trailer fields.
+fn chunked_body(data: usize, chunks: usize, ext: usize, trailers: usize) -> String {
+    let mut body = String::new();
+    for _ in 0..chunks {
+        let n = data / chunks;
+        body.push_str(&format!("{n:x}"));
+        if ext > 0 {
+            body.push_str(&format!(";e={}", "v".repeat(ext - 3)));
+        }
+        body.push_str(&format!("\r\n{}\r\n", "d".repeat(n)));
+    }
+    body.push_str("0\r\n");
+    let mut i = 0;
+    while trailers > 0 && body.len() < trailers {
+        body.push_str(&format!("X-Pad-{i}: {}\r\n", "p".repeat(80)));
+        i += 1;
+    }
+    body.push_str("\r\n");
+    body
+}
+
+/// `proxy-max-body` counts what a chunked body carries: its data, its
+/// chunk extensions and its trailer fields; a trailer section has a limit
+/// of its own. A body past either is a 413, and the backend connection it
+/// was going to is closed, not held.
+#[test]
+fn extensions_and_trailers_count_toward_the_body_limit() {
+    let backend = Backend::tcp(|req, s| reply(s, &req.body.len().to_string()));
+    let server = backend.server(&["--proxy-max-body", "1000", "--proxy-max", "1"]);
+    let post = |body: &str| {
+        send(
+            &server,
+            &format!("POST /api/a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{body}"),
+        )
+    };
+    // At the limit with an empty trailer section: forwarded.
+    let out = post(&chunked_body(1000, 1, 0, 0));
+    assert!(
+        out.starts_with("HTTP/1.1 200") && out.ends_with("1000"),
+        "{out}"
+    );
+    for (what, body) in [
+        (
+            "1000 data bytes and 4 KB of trailers",
+            chunked_body(1000, 1, 0, 5000),
+        ),
+        (
+            "10 data bytes with 2 KB of extensions",
+            chunked_body(10, 10, 200, 0),
+        ),
+    ] {
+        let out = post(&body);
+        assert!(out.starts_with("HTTP/1.1 413"), "{what}: {out}");
+    }
+    let closed = wait_until(Duration::from_secs(10), || {
+        backend.closed.lock().unwrap().len() >= 2
+    });
+    assert!(closed, "backend connections kept: {}", server.log_text());
+    assert_eq!(curl(&[&server.url("/api/next")]).0, 200);
+    // Without a body limit, the trailer section still has one.
+    let server = backend.server(&[]);
+    let out = send(
+        &server,
+        &format!(
+            "POST /api/a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{}",
+            chunked_body(10, 1, 0, 64 << 10)
+        ),
+    );
+    assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+    server.assert_healthy();
 }
 
 #[cfg(feature = "tls")]
@@ -874,6 +1073,31 @@ fn a_backend_named_by_host_name_is_an_error_at_its_line() {
     let (code, err) = run("proxy-max-body lots\n");
     assert_eq!(code, Some(2));
     assert!(err.contains("m.conf:1: proxy-max-body:"), "{err}");
+}
+
+#[test]
+fn the_tunnel_timeout_is_a_setting_checked_at_its_line() {
+    let dir = TempDir::new("conf");
+    let run = |conf: &str| {
+        let path = dir.write("m.conf", conf);
+        let out = command()
+            .arg("--config")
+            .arg(&path)
+            .arg("--check-config")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run("proxy /api/ unix:/run/api.sock\nproxy-tunnel-timeout 600\n");
+    assert_eq!(code, Some(0), "{err}");
+    for bad in ["0", "soon", "-1"] {
+        let (code, err) = run(&format!("root /tmp\nproxy-tunnel-timeout {bad}\n"));
+        assert_eq!(code, Some(2), "{bad}: {err}");
+        assert!(err.contains("m.conf:2: proxy-tunnel-timeout: "), "{err}");
+    }
 }
 
 #[test]

@@ -35,6 +35,8 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(used) = whole_result {
         assert_eq!(whole_out, split_out, "split at {at}");
         assert_eq!(whole.is_done(), split.is_done(), "split at {at}");
+        assert_eq!(whole.counted(), split.counted(), "split at {at}");
+        assert!(whole_out.len() as u64 <= whole.counted() && whole.counted() <= used as u64);
         assert!(used <= body.len() && whole_out.len() <= used);
         assert!(whole.is_done() || used == body.len());
         if whole.is_done() {

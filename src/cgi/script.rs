@@ -215,7 +215,10 @@ impl Job {
                     | "CONTENT_TYPE"
                     | "CONTENT_LENGTH"
             );
-            if !skip && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            // `X_Forwarded_For` would pass for `X-Forwarded-For`: a name
+            // with an underscore is dropped, as nginx and Apache do.
+            let plain = !h.name.contains('_');
+            if !skip && plain && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
                 env.push((format!("HTTP_{name}"), text(h.value)));
             }
         }

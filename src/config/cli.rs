@@ -126,6 +126,7 @@ Reverse proxy:
   --proxy-timeout S            backend's time to start answering, 504 after (default 30)
   --proxy-max N                backend connections per worker, 503 beyond (default 64)
   --proxy-max-body BYTES       request body limit, 413 beyond (default off: none)
+  --proxy-tunnel-timeout S     idle time before a WebSocket tunnel closes (default 120)
 
 Access control (first matching rule wins):
   --auth PREFIX \"REALM\" FILE   Basic auth, users from an htpasswd file

@@ -231,6 +231,7 @@ pub const KEYS: &[&str] = &[
     "proxy-timeout",
     "proxy-max",
     "proxy-max-body",
+    "proxy-tunnel-timeout",
     "auth",
     "allow",
     "deny",

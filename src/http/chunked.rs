@@ -1,8 +1,10 @@
 //! Decoding a chunked request body (RFC 9112 section 7.1), byte-exact so
 //! that a pipelined request after it stays intact, and framing data as a
-//! chunk. Pure: bytes in, data out.
+//! chunk. Pure: bytes in, data out. The decoder counts what a body limit
+//! is held against: data, chunk extensions and trailer fields.
 
-use crate::limits::MAX_CHUNK_LINE;
+use crate::limits::{MAX_CHUNK_LINE, MAX_TRAILERS};
+use Refused::Malformed;
 
 /// Hex digits in a chunk size: 15 keep it below 2^60, far above any body limit.
 const MAX_DIGITS: u8 = 15;
@@ -46,8 +48,14 @@ enum State {
     Done,
 }
 
+/// Why a chunked body is refused.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Malformed;
+pub enum Refused {
+    /// The framing does not parse: 400.
+    Malformed,
+    /// The trailer section is longer than `MAX_TRAILERS`: 413.
+    TrailersTooLarge,
+}
 
 /// Appends `data` as one chunk; nothing for no data (an empty chunk would
 /// end the body).
@@ -72,6 +80,28 @@ pub fn push_chunk(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// A byte that leads to this state is an extension's (or whitespace
+/// before one) or a trailer field's. What is left out, a chunk's size
+/// digits and line ends, is at most 19 bytes per chunk of at least one
+/// counted byte; the empty line that ends a body is framing too.
+fn is_counted(state: State) -> bool {
+    use State::*;
+    matches!(
+        state,
+        SizeBws
+            | ExtStart
+            | ExtName
+            | ExtAfterName
+            | ExtValueStart
+            | ExtToken
+            | ExtQuoted
+            | ExtQuotedEscape
+            | ExtAfterValue
+            | Trailer
+            | TrailerLf { empty: false }
+    )
+}
+
 /// A token character (RFC 9110 section 5.6.2).
 fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
@@ -81,6 +111,10 @@ pub struct Decoder {
     state: State,
     size: u64,
     line: usize,
+    /// Data, extension and trailer bytes so far.
+    counted: u64,
+    /// Bytes of the trailer section so far.
+    trailers: usize,
 }
 
 impl Default for Decoder {
@@ -89,6 +123,8 @@ impl Default for Decoder {
             state: State::Size { digits: 0 },
             size: 0,
             line: 0,
+            counted: 0,
+            trailers: 0,
         }
     }
 }
@@ -98,15 +134,24 @@ impl Decoder {
         self.state == State::Done
     }
 
+    /// The body's size as a limit counts it: chunk data, and the chunk
+    /// extensions and trailer fields that come with it, so that neither
+    /// carries an unlimited amount past the limit. Only the bare framing
+    /// (sizes and line ends) is left out.
+    pub fn counted(&self) -> u64 {
+        self.counted
+    }
+
     /// Consumes from `input`, appending body data to `out`. Returns how many
     /// input bytes were used; stops right after the end of the body.
-    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, Malformed> {
+    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, Refused> {
         let mut i = 0;
         while i < input.len() && self.state != State::Done {
             if let State::Data { left } = self.state {
                 let take = left.min((input.len() - i) as u64) as usize;
                 out.extend_from_slice(&input[i..i + take]);
                 i += take;
+                self.counted += take as u64;
                 let left = left - take as u64;
                 self.state = if left == 0 {
                     State::DataCr
@@ -119,13 +164,25 @@ impl Decoder {
             if self.line > MAX_CHUNK_LINE {
                 return Err(Malformed);
             }
+            if matches!(
+                self.state,
+                State::TrailerStart | State::Trailer | State::TrailerLf { .. }
+            ) {
+                self.trailers += 1;
+                if self.trailers > MAX_TRAILERS {
+                    return Err(Refused::TrailersTooLarge);
+                }
+            }
             self.state = self.step(input[i])?;
+            if is_counted(self.state) {
+                self.counted += 1;
+            }
             i += 1;
         }
         Ok(i)
     }
 
-    fn step(&mut self, b: u8) -> Result<State, Malformed> {
+    fn step(&mut self, b: u8) -> Result<State, Refused> {
         use State::*;
         Ok(match (self.state, b) {
             (Size { digits }, b) if b.is_ascii_hexdigit() => {
@@ -209,7 +266,7 @@ mod tests {
         assert_eq!(out.len(), 3 + big.len());
     }
 
-    fn decode(input: &[u8]) -> Result<(Vec<u8>, usize), Malformed> {
+    fn decode(input: &[u8]) -> Result<(Vec<u8>, usize), Refused> {
         let mut d = Decoder::default();
         let mut out = Vec::new();
         let used = d.feed(input, &mut out)?;
@@ -245,6 +302,27 @@ mod tests {
         }
         assert!(d.is_done());
         assert_eq!(out, b"abcde");
+    }
+
+    #[test]
+    fn extensions_and_trailers_count_and_trailers_are_capped() {
+        let mut d = Decoder::default();
+        let input = b"3 ;name=value\r\nabc\r\n0\r\nX-T: 1\r\n\r\n";
+        assert_eq!(d.feed(input, &mut Vec::new()), Ok(input.len()));
+        // abc, ` ;name=value` and `X-T: 1` with its CR; no line end else.
+        assert_eq!(d.counted(), 3 + 12 + 7);
+        let mut d = Decoder::default();
+        d.feed(b"2\r\nab\r\n0\r\n\r\n", &mut Vec::new()).unwrap();
+        assert_eq!(d.counted(), 2, "an empty trailer section is framing");
+        let line = "X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+        let mut trailers = String::from("0\r\n");
+        while trailers.len() <= MAX_TRAILERS + 4 {
+            trailers.push_str(line);
+        }
+        assert_eq!(
+            Decoder::default().feed(trailers.as_bytes(), &mut Vec::new()),
+            Err(Refused::TrailersTooLarge)
+        );
     }
 
     #[test]

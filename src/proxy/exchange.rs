@@ -35,8 +35,6 @@ pub struct Exchange<'a> {
     pub clock: &'a Clock,
     pub settings: &'a Settings,
     pub waits: Waits,
-    /// A tunnel's idle limit (`keepalive-timeout`).
-    pub idle: Duration,
     pub version: Version,
     /// The client's request allows keep-alive.
     pub keep_alive: bool,
@@ -94,19 +92,10 @@ impl Exchange<'_> {
         if fwd.body != BodyKind::None && self.expects_continue && self.version == Version::Http11 {
             self.sock.send_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
         }
-        // An upgrade has no body: what the client sent after its head is the tunnel's.
-        let mut from_client = if fwd.upgrade {
-            input.take(u64::MAX)
-        } else {
-            Vec::new()
-        };
         let mut buf = self.buffers.out();
         let mut may_retry = true;
         let result = loop {
-            match self
-                .attempt(input, fwd, lease, &mut buf, &mut from_client, may_retry)
-                .await
-            {
+            match self.attempt(input, fwd, lease, &mut buf, may_retry).await {
                 Ok(Attempt::Again) => {
                     log::debug!("proxy {name}: kept connection closed under a request; again");
                     may_retry = false;
@@ -132,7 +121,6 @@ impl Exchange<'_> {
         fwd: &Forward,
         lease: Lease,
         buf: &mut Vec<u8>,
-        from_client: &mut Vec<u8>,
         may_retry: bool,
     ) -> Result<Attempt, End> {
         let retry = may_retry && lease.reused && fwd.retry_safe;
@@ -144,7 +132,7 @@ impl Exchange<'_> {
         {
             return Ok(self.no_head(fwd, NoHead::Backend(f, false), retry));
         }
-        let (outcome, reuse) = {
+        let relayed = {
             let body_done = Cell::new(fwd.body == BodyKind::None);
             let body_failed = Cell::new(None);
             let max = self.settings.max_body;
@@ -185,8 +173,24 @@ impl Exchange<'_> {
                 got: &buf[..got],
                 body_done: &body_done,
             };
-            self.answer(fwd, stream, answered, from_client, rest_of_body)
-                .await?
+            self.answer(fwd, stream, answered, rest_of_body).await?
+        };
+        let (outcome, reuse) = match relayed {
+            Relayed::Answered(outcome, reuse) => (outcome, reuse),
+            Relayed::Switched(status) => {
+                // Only now, after the 101, are the bytes the client sent
+                // after its head the tunnel's; any other answer leaves them
+                // to be the connection's next request.
+                let early = input.take(u64::MAX);
+                let idle = self.settings.tunnel_timeout;
+                let carried = tunnel::run(self.sock, stream, early, self.waits.deadlines, idle);
+                let sent = Outcome::Sent {
+                    status,
+                    bytes: carried.await.to_client,
+                    reusable: false,
+                };
+                (sent, false)
+            }
         };
         if reuse {
             self.pool.give_back(fwd.route, lease);
@@ -194,16 +198,14 @@ impl Exchange<'_> {
         Ok(Attempt::Done(outcome))
     }
 
-    /// Sends the checked answer on: head, then body or tunnel. Gives the
-    /// outcome and whether the backend connection can be kept.
+    /// Sends the checked answer on: head, then body, or only the head of a 101.
     async fn answer(
         &self,
         fwd: &Forward,
         stream: &Stream,
         answered: Answered<'_>,
-        from_client: &mut Vec<u8>,
         rest_of_body: impl Future<Output = ()>,
-    ) -> Result<(Outcome, bool), End> {
+    ) -> Result<Relayed, End> {
         let Answered {
             head,
             got,
@@ -259,14 +261,7 @@ impl Exchange<'_> {
             };
             self.buffers.give_out(out);
             sent?;
-            let early = std::mem::take(from_client);
-            let carried = tunnel::run(self.sock, stream, early, self.waits.deadlines, self.idle);
-            let sent = Outcome::Sent {
-                status,
-                bytes: carried.await.to_client,
-                reusable: false,
-            };
-            return Ok((sent, false));
+            return Ok(Relayed::Switched(status));
         }
         // The head goes out with the first piece of body.
         let body = relay::answer_body(
@@ -291,7 +286,8 @@ impl Exchange<'_> {
                     bytes: r.bytes,
                     reusable: keep_alive,
                 };
-                Ok((sent, r.clean && head.reusable && body_done.get()))
+                let reuse = r.clean && head.reusable && body_done.get();
+                Ok(Relayed::Answered(sent, reuse))
             }
             Err(Cut::Client(e)) => {
                 log::info!("proxy {name}: the client left mid-answer; connection dropped");
@@ -299,7 +295,10 @@ impl Exchange<'_> {
             }
             Err(Cut::BeforeHead(why)) => {
                 log::warn!("proxy {name}: invalid answer: {why}; 502");
-                Ok((self.failed(Status::BadGateway, fwd), false))
+                Ok(Relayed::Answered(
+                    self.failed(Status::BadGateway, fwd),
+                    false,
+                ))
             }
             Err(Cut::Backend(why)) => {
                 log::warn!("proxy {name}: answer {why}; cut");
@@ -366,6 +365,14 @@ impl Exchange<'_> {
             body_read: fwd.body == BodyKind::None,
         }
     }
+}
+
+/// How the backend's answer went on to the client.
+enum Relayed {
+    /// The outcome, and whether the backend connection can be kept.
+    Answered(Outcome, bool),
+    /// A 101 went out: the connection is a tunnel from here.
+    Switched(u16),
 }
 
 /// A checked answer head, the bytes read with it, and whether the request

@@ -1,7 +1,9 @@
 //! The request head sent to a backend: the client's method, target and
-//! end-to-end fields, without hop-by-hop fields and without any
-//! `X-Forwarded-*` or `Forwarded` the client sent, then Marmoset's own
-//! `X-Forwarded-*` and the framing of the body as it will be sent.
+//! end-to-end fields, without hop-by-hop fields, without field names
+//! with an underscore, and without the forwarding fields a backend may
+//! trust (`X-Forwarded-*`, `Forwarded`, `X-Real-IP`, ...) as the client
+//! sent them; then Marmoset's own `X-Forwarded-For`, `-Proto`, `-Host` and
+//! `X-Real-IP`, and the framing of the body as it will be sent.
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
@@ -17,7 +19,8 @@ pub struct Forward {
     /// Sent again on a new connection if a kept one failed before any
     /// byte of answer (RFC 9110 section 9.2.2; only without a body).
     pub retry_safe: bool,
-    /// The client asked to switch protocols (WebSocket).
+    /// The client asked to switch protocols (WebSocket), in a request
+    /// without a body.
     pub upgrade: bool,
     pub head_only: bool,
     pub body: BodyKind,
@@ -47,17 +50,28 @@ pub fn is_hop_by_hop(name: &str) -> bool {
             .is_some_and(|p| p.eq_ignore_ascii_case("proxy-"))
 }
 
-/// What a client may not tell the backend: the forwarding fields are
-/// Marmoset's, and Marmoset answers `Expect` itself.
+/// What a client may not tell the backend: the fields a backend reads as
+/// the client's address or the request's original URL are Marmoset's to
+/// set (or leave out), and Marmoset answers `Expect` itself. A name with
+/// an underscore goes too, as nginx drops it: a CGI-style backend reads
+/// `X_Forwarded_For` as `HTTP_X_FORWARDED_FOR`.
 fn is_dropped(name: &str) -> bool {
-    const NAMES: [&str; 5] = [
+    const NAMES: [&str; 8] = [
         "expect",
         "forwarded",
-        "x-forwarded-for",
-        "x-forwarded-proto",
-        "x-forwarded-host",
+        "x-real-ip",
+        "x-client-ip",
+        "true-client-ip",
+        "x-original-url",
+        "x-original-uri",
+        "x-rewrite-url",
     ];
-    is_hop_by_hop(name) || NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
+    is_hop_by_hop(name)
+        || name.contains('_')
+        || name
+            .get(..12)
+            .is_some_and(|p| p.eq_ignore_ascii_case("x-forwarded-"))
+        || NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
 }
 
 /// The tokens of every `Connection` field, which name more hop-by-hop fields.
@@ -90,8 +104,13 @@ impl Forward {
             .iter()
             .find(|h| h.name.eq_ignore_ascii_case("upgrade"))
             .map(|h| request::trim(h.value));
+        // A request with a body goes on as a plain request: the bytes after
+        // its head are its body, and cannot also be the tunnel's (an h2c
+        // upgrade from `curl --http2 -d`). Its Upgrade field is hop-by-hop
+        // and stays behind.
         let upgrade = upgrade_value.is_some()
             && req.version == Version::Http11
+            && req.body == BodyKind::None
             && listed.iter().any(|t| t.eq_ignore_ascii_case(b"upgrade"));
         let mut head = Vec::with_capacity(req.head_len + 128);
         head.extend_from_slice(req.method_token.as_bytes());
@@ -121,6 +140,7 @@ impl Forward {
         let mut peer = String::new();
         let _ = write!(peer, "{}", origin.peer.to_canonical());
         header(&mut head, "X-Forwarded-For", peer.as_bytes());
+        header(&mut head, "X-Real-IP", peer.as_bytes());
         let proto: &[u8] = if origin.tls { b"https" } else { b"http" };
         header(&mut head, "X-Forwarded-Proto", proto);
         if let Some(host) = host {
@@ -176,11 +196,11 @@ mod tests {
     #[test]
     fn hop_by_hop_fields_go_and_forwarding_fields_are_ours() {
         let head = forward(
-            "POST /api/x?y HTTP/1.1\r\nHost: dev\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\nKeep-Alive: 5\r\nTE: trailers\r\nProxy-Authorization: a\r\nX-Forwarded-For: 1.2.3.4\r\nX-Forwarded-Host: evil\r\nAccept: */*\r\nContent-Length: 3\r\n\r\nabc",
+            "POST /api/x?y HTTP/1.1\r\nHost: dev\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\nKeep-Alive: 5\r\nTE: trailers\r\nProxy-Authorization: a\r\nX-Forwarded-For: 1.2.3.4\r\nX-Forwarded-Host: evil\r\nX_Forwarded_For: 1.2.3.4\r\nX-Forwarded-Port: 1\r\nX-Real-IP: 1.2.3.4\r\nAccept: */*\r\nContent-Length: 3\r\n\r\nabc",
         );
         assert_eq!(
             head,
-            "POST /api/x?y HTTP/1.1\r\nHost: dev\r\nAccept: */*\r\nX-Forwarded-For: 10.0.0.2\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: dev\r\nContent-Length: 3\r\n\r\n"
+            "POST /api/x?y HTTP/1.1\r\nHost: dev\r\nAccept: */*\r\nX-Forwarded-For: 10.0.0.2\r\nX-Real-IP: 10.0.0.2\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: dev\r\nContent-Length: 3\r\n\r\n"
         );
         let ws = forward(
             "GET /ws HTTP/1.1\r\nHost: d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::http::chunked::{Decoder, push_chunk};
+use crate::http::chunked::{Decoder, Refused, push_chunk};
 use crate::http::request::BodyKind;
 use crate::limits::PROXY_CHUNK;
 use crate::net::deadline::Deadlines;
@@ -22,7 +22,7 @@ pub enum BodyError {
     Client,
     /// Chunked framing that does not parse: 400.
     Malformed,
-    /// Past `proxy-max-body`: 413.
+    /// Past `proxy-max-body`, or a trailer section past its limit: 413.
     TooLarge,
     /// The backend stopped taking it.
     Backend,
@@ -84,15 +84,16 @@ pub async fn request_body(
         BodyKind::Chunked => {
             let mut decoder = Decoder::default();
             let (mut data, mut chunk) = (Vec::new(), Vec::new());
-            let mut total = 0u64;
             loop {
                 data.clear();
                 let used = decoder
                     .feed(input.bytes(), &mut data)
-                    .map_err(|_| BodyError::Malformed)?;
+                    .map_err(|e| match e {
+                        Refused::Malformed => BodyError::Malformed,
+                        Refused::TrailersTooLarge => BodyError::TooLarge,
+                    })?;
                 input.consume(used);
-                total += data.len() as u64;
-                if max.is_some_and(|m| total > m) {
+                if max.is_some_and(|m| decoder.counted() > m) {
                     return Err(BodyError::TooLarge);
                 }
                 if !data.is_empty() {
@@ -168,8 +169,11 @@ pub async fn answer_body(
         match &mut decoder {
             Some(d) => {
                 let mut data = Vec::new();
-                let used = d.feed(pending, &mut data).map_err(|_| {
-                    let why = "malformed chunked body";
+                let used = d.feed(pending, &mut data).map_err(|e| {
+                    let why = match e {
+                        Refused::Malformed => "malformed chunked body",
+                        Refused::TrailersTooLarge => "trailer section over the limit",
+                    };
                     if sent == 0 && pending.as_ptr() == first.as_ptr() {
                         Cut::BeforeHead(why)
                     } else {

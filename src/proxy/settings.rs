@@ -40,6 +40,9 @@ pub struct Settings {
     pub max: usize,
     /// Largest request body forwarded (413 beyond); `None`: no limit.
     pub max_body: Option<u64>,
+    /// How long an upgraded connection (WebSocket) may carry nothing
+    /// either way before it is closed.
+    pub tunnel_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -49,6 +52,9 @@ impl Default for Settings {
             timeout: Duration::from_secs(30),
             max: 64,
             max_body: None,
+            // WebSocket apps ping every 25 to 60 s (Socket.IO 25 s, MQTT
+            // keep-alive 60 s): two minutes lets one ping go missing.
+            tunnel_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -60,6 +66,7 @@ impl Settings {
             "proxy" => self.routes.push(parse_route(value)?),
             "proxy-timeout" => self.timeout = parse_secs(value, 1)?,
             "proxy-max" => self.max = parse_count(value, 1, 4096)?,
+            "proxy-tunnel-timeout" => self.tunnel_timeout = parse_secs(value, 1)?,
             "proxy-max-body" => {
                 self.max_body = match value {
                     "off" => None,

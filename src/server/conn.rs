@@ -445,7 +445,6 @@ impl Conn {
                 client: config.header_timeout,
                 backend: config.proxy.timeout,
             },
-            idle: config.keepalive_timeout,
             version: reply.version,
             keep_alive: reply.keep_alive,
             expects_continue: meta.expects_continue,
@@ -542,7 +541,8 @@ impl Conn {
         self.send(r, reply)
     }
 
-    /// Reads and decodes a chunked request body, up to the CGI body limit.
+    /// Reads and decodes a chunked request body, up to the CGI body limit
+    /// (its extensions and trailer fields count too).
     async fn read_chunked(&mut self) -> Result<Vec<u8>, Status> {
         let deadline = Instant::now() + self.w.config.header_timeout;
         let max = self.w.config.cgi.max_body;
@@ -551,9 +551,12 @@ impl Conn {
         loop {
             let used = decoder
                 .feed(self.input.bytes(), &mut body)
-                .map_err(|_| Status::BadRequest)?;
+                .map_err(|e| match e {
+                    chunked::Refused::Malformed => Status::BadRequest,
+                    chunked::Refused::TrailersTooLarge => Status::ContentTooLarge,
+                })?;
             self.input.consume(used);
-            if body.len() as u64 > max {
+            if decoder.counted() > max {
                 return Err(Status::ContentTooLarge);
             }
             if decoder.is_done() {
