@@ -12,6 +12,7 @@ use crate::limits;
 use crate::logs::access_log::Destination;
 use crate::policy::hosts::AllowedHosts;
 use crate::policy::rules::Rules;
+use crate::policy::prefix::covers;
 use crate::policy::{access, auth};
 use crate::proxy::settings as proxy;
 use crate::values::{parse_bool, parse_count, parse_path, parse_range, parse_secs};
@@ -113,15 +114,17 @@ impl Config {
                 .iter()
                 .map(|r| (r.prefix.as_str(), "an auth realm"));
             let access = self.access.iter().map(|r| (r.prefix(), "an address rule"));
-            let scripts = self
+            let mut scripts = self
                 .cgi
                 .prefixes
                 .iter()
                 .map(|p| (p.as_str(), "the CGI prefix"));
+            // Realms and address rules cover their prefix's tails and case
+            // variants too; scripts live under their prefix as written.
             let guarded = realms
                 .chain(access)
-                .chain(scripts)
-                .find(|(prefix, _)| access::under(page, prefix));
+                .find(|(prefix, _)| covers(page, prefix))
+                .or_else(|| scripts.find(|(prefix, _)| access::under(page, prefix)));
             if let Some((prefix, what)) = guarded {
                 return Err(format!(
                     "`{page}` is under `{prefix}` ({what}); error pages and the SPA fallback are served to everyone as files: keep them outside it"

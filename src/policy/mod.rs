@@ -5,4 +5,5 @@
 pub(crate) mod access;
 pub(crate) mod auth;
 pub(crate) mod hosts;
+pub(crate) mod prefix;
 pub(crate) mod rules;
