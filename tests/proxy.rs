@@ -935,3 +935,24 @@ fn a_backend_may_answer_while_the_body_still_comes() {
     }
     assert_eq!(echoed, b"helloworld");
 }
+
+/// An encoded slash never reaches a backend: the rules see decoded paths,
+/// and the backend would get the target as sent.
+#[test]
+fn an_encoded_slash_is_refused_before_the_backend() {
+    let backend = Backend::unix(echo);
+    let server = backend.server(&[]);
+    for path in ["/api%2Fx", "/api/a%2Fb", "/api/a%2fb"] {
+        let out = send(
+            &server,
+            &format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+        );
+        assert!(out.starts_with("HTTP/1.1 400"), "{path}: {out}");
+    }
+    assert!(backend.seen().is_empty(), "{:?}", backend.seen());
+    let (code, _, body) = curl(&[&server.url("/api/a%20b")]);
+    assert_eq!(
+        (code, String::from_utf8_lossy(&body).trim()),
+        (200, "GET /api/a%20b HTTP/1.1")
+    );
+}
