@@ -675,3 +675,64 @@ fn a_slash_prefix_covers_its_name_and_an_allow_rule_only_what_it_names() {
     }
     assert_eq!(s.get("/administrator.html", &[]).text(), "other page");
 }
+
+/// A page on another site can make the browser send a form to the device
+/// with its cached credentials: an unsafe method whose `Origin` is not the
+/// request's own scheme, host and port, or with `Sec-Fetch-Site:
+/// cross-site`, gets 403 before the script (or the password check).
+#[test]
+fn cross_origin_posts_to_scripts_are_refused() {
+    for t in Transport::all() {
+        cross_origin_posts_to_scripts_are_refused_over(t);
+    }
+}
+
+fn cross_origin_posts_to_scripts_are_refused_over(t: Transport) {
+    let root = TempDir::new("csrf");
+    root.write("index.html", "x");
+    let ran = root.path().join("ran");
+    script(
+        &root,
+        "set",
+        &format!(
+            "echo \"$REQUEST_METHOD\" >> {}\nprintf 'Content-Type: text/plain\\n\\nok'",
+            ran.display()
+        ),
+    );
+    let s = Server::start_in_over(t, root, &[]);
+    let host = format!("127.0.0.1:{}", s.transport_port());
+    let own = format!("Origin: {}://{host}", t.scheme());
+    let other_scheme = match t.scheme() {
+        "http" => format!("Origin: https://{host}"),
+        _ => format!("Origin: http://{host}"),
+    };
+    let post =
+        |method: &str, headers: &[&str]| status_of(&s, method, "/cgi-bin/set", &host, headers);
+    for headers in [
+        &["Origin: http://evil.example"][..],
+        &["Origin: null"],
+        &[other_scheme.as_str()],
+        &[&format!("Origin: {}://127.0.0.1:1", t.scheme())],
+        &["Sec-Fetch-Site: cross-site"],
+        &[own.as_str(), "Sec-Fetch-Site: cross-site"],
+    ] {
+        assert_eq!(post("POST", headers), 403, "{headers:?} over {t:?}");
+    }
+    assert!(!ran.exists(), "a refused request ran the script over {t:?}");
+    for headers in [
+        &[own.as_str()][..],
+        &[own.as_str(), "Sec-Fetch-Site: same-origin"],
+        &["Sec-Fetch-Site: same-site"],
+        &[],
+    ] {
+        assert_eq!(post("POST", headers), 200, "{headers:?} over {t:?}");
+    }
+    // Safe methods pass from anywhere.
+    assert_eq!(
+        post("GET", &["Origin: http://evil.example"]),
+        200,
+        "over {t:?}"
+    );
+    let ran = std::fs::read_to_string(&ran).unwrap();
+    assert_eq!(ran, "POST\nPOST\nPOST\nPOST\nGET\n", "over {t:?}");
+}

@@ -11,9 +11,9 @@ use crate::files::root::Symlinks;
 use crate::limits;
 use crate::logs::access_log::Destination;
 use crate::policy::hosts::AllowedHosts;
-use crate::policy::rules::Rules;
 use crate::policy::prefix::covers;
-use crate::policy::{access, auth};
+use crate::policy::rules::Rules;
+use crate::policy::{access, auth, origin};
 use crate::proxy::settings as proxy;
 use crate::values::{parse_bool, parse_count, parse_path, parse_range, parse_secs};
 
@@ -53,6 +53,8 @@ pub struct Config {
     /// Address rules, first match wins.
     pub access: Vec<access::Rule>,
     pub realms: Vec<auth::Realm>,
+    /// Where cross-origin requests with unsafe methods are refused.
+    pub cross_origin: origin::Settings,
     pub tls: tls::Settings,
     /// What was accepted but is probably not what was meant, logged at
     /// start (the logger does not exist yet while the config is read).
@@ -91,6 +93,7 @@ impl Default for Config {
             proxy: proxy::Settings::default(),
             access: Vec::new(),
             realms: Vec::new(),
+            cross_origin: origin::Settings::default(),
             tls: tls::Settings::default(),
             warnings: Vec::new(),
         }
@@ -237,6 +240,7 @@ pub const KEYS: &[&str] = &[
     "auth",
     "allow",
     "deny",
+    "cross-origin",
     "tls-cert",
     "tls-key",
     "tls-self-signed",
@@ -386,6 +390,7 @@ fn set(
             if !c.rules.apply(key, value)?
                 && !c.cgi.apply(key, value)?
                 && !c.proxy.apply(key, value)?
+                && !c.cross_origin.apply(key, value)?
             {
                 return Err("unknown setting".into());
             }

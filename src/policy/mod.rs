@@ -5,5 +5,6 @@
 pub(crate) mod access;
 pub(crate) mod auth;
 pub(crate) mod hosts;
+pub(crate) mod origin;
 pub(crate) mod prefix;
 pub(crate) mod rules;
