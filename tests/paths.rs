@@ -214,3 +214,22 @@ fn a_root_that_disappears_and_comes_back_is_served_again() {
         .text()
         == "back"));
 }
+
+/// An encoded slash is refused, not decoded: a backend given the target as
+/// sent may or may not split there, so no rule could be sure what it names.
+#[test]
+fn encoded_slashes_are_refused() {
+    let (_outer, s) = fenced();
+    for path in ["/sub%2Fpage.txt", "/sub%2fpage.txt", "/%2Fsub/page.txt"] {
+        let r = s.get(path, &[]);
+        assert_eq!(
+            (r.status, r.text().contains("page")),
+            (400, false),
+            "{path}"
+        );
+    }
+    assert_eq!(s.get("/sub/page.txt", &[]).text(), "page");
+    // Encoded twice: a `%2F` in a name, which is not there.
+    assert_eq!(s.get("/sub%252Fpage.txt", &[]).status, 404);
+    s.assert_healthy();
+}

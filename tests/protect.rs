@@ -726,3 +726,148 @@ fn plain_text_and_sha1_entries_are_refused_at_start() {
     assert!(!ok);
     assert!(err.contains("htpasswd:1: expected `user:hash`"), "{err}");
 }
+
+/// One request over the server's transport; its status (0 if none came).
+fn status_of(s: &Server, method: &str, path: &str, host: &str, headers: &[&str]) -> u16 {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    if method != "GET" && method != "HEAD" {
+        req.push_str("Content-Length: 2\r\n\r\n{}");
+    } else {
+        req.push_str("\r\n");
+    }
+    let out = s.raw(req.as_bytes());
+    out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// `auth /api/settings` and `deny /api/admin all` in front of a backend:
+/// the tails a backend strips or ignores (`;jsessionid=x`, `.json`, a
+/// trailing space) and other letter cases (a case-insensitive router sends
+/// `/api/Settings` to the same handler) are covered too, and never reach it
+/// without a password.
+#[test]
+fn auth_and_deny_cover_the_forms_a_backend_routes_to_the_same_handler() {
+    let users = TempDir::new("users");
+    let hash = tool("openssl", &["passwd", "-6", "-salt", "rulesalt", "pw"]);
+    let file = users.write("htpasswd", format!("admin:{hash}\n"));
+    let backend = common::backend::Backend::unix(common::backend::echo);
+    let realm = format!("/api/settings \"Device\" {}", file.display());
+    let s = backend.server(&["--auth", &realm, "--deny", "/api/admin all"]);
+    let get = |path: &str| status_of(&s, "GET", path, "t", &[]);
+    for path in [
+        "/api/settings",
+        "/api/settings;jsessionid=x",
+        "/api/settings.json",
+        "/api/settings%20",
+        "/api/settings/",
+        "/api/Settings",
+        "/API/SETTINGS;x",
+        "/api/settings2",
+    ] {
+        assert_eq!(get(path), 401, "{path}");
+    }
+    for path in [
+        "/api/admin",
+        "/api/admin;x",
+        "/api/admin.json",
+        "/api/admin%20",
+        "/api/Admin",
+        "/api/ADMIN/users",
+    ] {
+        assert_eq!(get(path), 403, "{path}");
+    }
+    assert!(backend.seen().is_empty(), "{:?}", backend.seen());
+    // The password opens every form; paths beside the rules stay open.
+    let r = s.get("/api/settings.json", &[&basic("admin", "pw")]);
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "GET /api/settings.json HTTP/1.1\n")
+    );
+    assert_eq!(get("/api/status"), 200);
+    assert_eq!(get("/api/setting"), 200);
+    assert_eq!(backend.seen().len(), 3);
+}
+
+/// A prefix with a trailing slash covers the name before it with any tail
+/// that does not continue the name; an allow rule covers only what it names,
+/// so a loose match cannot open what the deny rule after it closes.
+#[test]
+fn a_slash_prefix_covers_its_name_and_an_allow_rule_only_what_it_names() {
+    let root = TempDir::new("slash");
+    root.write("index.html", "x");
+    root.write("admin/index.html", "admin");
+    root.write("administrator.html", "other page");
+    let s = Server::start_in(
+        root,
+        &["--allow", "/admin/ 127.0.0.1", "--deny", "/admin/ all"],
+    );
+    assert_eq!(s.get("/admin/", &[]).status, 200, "allowed as written");
+    for path in ["/Admin/", "/ADMIN/index.html", "/admin;x", "/admin.json"] {
+        assert_eq!(s.get(path, &[]).status, 403, "{path}");
+    }
+    assert_eq!(s.get("/administrator.html", &[]).text(), "other page");
+}
+
+/// A page on another site can make the browser send a form to the device
+/// with its cached credentials: an unsafe method whose `Origin` is not the
+/// request's own scheme, host and port, or with `Sec-Fetch-Site:
+/// cross-site`, gets 403 before the script (or the password check).
+#[test]
+fn cross_origin_posts_to_scripts_are_refused() {
+    for t in Transport::all() {
+        cross_origin_posts_to_scripts_are_refused_over(t);
+    }
+}
+
+fn cross_origin_posts_to_scripts_are_refused_over(t: Transport) {
+    let root = TempDir::new("csrf");
+    root.write("index.html", "x");
+    let ran = root.path().join("ran");
+    script(
+        &root,
+        "set",
+        &format!(
+            "echo \"$REQUEST_METHOD\" >> {}\nprintf 'Content-Type: text/plain\\n\\nok'",
+            ran.display()
+        ),
+    );
+    let s = Server::start_in_over(t, root, &[]);
+    let host = format!("127.0.0.1:{}", s.transport_port());
+    let own = format!("Origin: {}://{host}", t.scheme());
+    let other_scheme = match t.scheme() {
+        "http" => format!("Origin: https://{host}"),
+        _ => format!("Origin: http://{host}"),
+    };
+    let post =
+        |method: &str, headers: &[&str]| status_of(&s, method, "/cgi-bin/set", &host, headers);
+    for headers in [
+        &["Origin: http://evil.example"][..],
+        &["Origin: null"],
+        &[other_scheme.as_str()],
+        &[&format!("Origin: {}://127.0.0.1:1", t.scheme())],
+        &["Sec-Fetch-Site: cross-site"],
+        &[own.as_str(), "Sec-Fetch-Site: cross-site"],
+    ] {
+        assert_eq!(post("POST", headers), 403, "{headers:?} over {t:?}");
+    }
+    assert!(!ran.exists(), "a refused request ran the script over {t:?}");
+    for headers in [
+        &[own.as_str()][..],
+        &[own.as_str(), "Sec-Fetch-Site: same-origin"],
+        &["Sec-Fetch-Site: same-site"],
+        &[],
+    ] {
+        assert_eq!(post("POST", headers), 200, "{headers:?} over {t:?}");
+    }
+    // Safe methods pass from anywhere.
+    assert_eq!(
+        post("GET", &["Origin: http://evil.example"]),
+        200,
+        "over {t:?}"
+    );
+    let ran = std::fs::read_to_string(&ran).unwrap();
+    assert_eq!(ran, "POST\nPOST\nPOST\nPOST\nGET\n", "over {t:?}");
+}

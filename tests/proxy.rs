@@ -1159,3 +1159,174 @@ fn a_backend_may_answer_while_the_body_still_comes() {
     }
     assert_eq!(echoed, b"helloworld");
 }
+
+/// An encoded slash never reaches a backend: the rules see decoded paths,
+/// and the backend would get the target as sent.
+#[test]
+fn an_encoded_slash_is_refused_before_the_backend() {
+    let backend = Backend::unix(echo);
+    let server = backend.server(&[]);
+    for path in ["/api%2Fx", "/api/a%2Fb", "/api/a%2fb"] {
+        let out = send(
+            &server,
+            &format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+        );
+        assert!(out.starts_with("HTTP/1.1 400"), "{path}: {out}");
+    }
+    assert!(backend.seen().is_empty(), "{:?}", backend.seen());
+    let (code, _, body) = curl(&[&server.url("/api/a%20b")]);
+    assert_eq!(
+        (code, String::from_utf8_lossy(&body).trim()),
+        (200, "GET /api/a%20b HTTP/1.1")
+    );
+}
+
+/// One request with a two-byte body and `headers` to `server`; its status.
+fn status_with(server: &Server, method: &str, path: &str, headers: &[&str]) -> u16 {
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 192.168.1.1\r\nConnection: close\r\nContent-Length: 2\r\n"
+    );
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n{}");
+    let out = send(server, &req);
+    out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// A cross-site form or fetch with an unsafe method never reaches the
+/// backend (the device named by its address, which `allowed-hosts` lets
+/// through); the request's own origin, requests no browser marked, and
+/// safe methods do.
+#[test]
+fn cross_origin_requests_with_unsafe_methods_are_refused_before_the_backend() {
+    let backend = Backend::unix(echo);
+    let server = backend.server(&[]);
+    let evil = "Origin: http://evil.example";
+    let refused: &[(&str, &[&str])] = &[
+        ("POST", &[evil]),
+        ("PUT", &[evil]),
+        ("DELETE", &[evil]),
+        ("PATCH", &[evil]),
+        ("POST", &["Origin: null"]),
+        ("POST", &["Origin: https://192.168.1.1"]),
+        ("POST", &["Origin: http://192.168.1.1:8080"]),
+        ("POST", &["Sec-Fetch-Site: cross-site"]),
+    ];
+    let passed: &[(&str, &[&str])] = &[
+        ("POST", &["Origin: http://192.168.1.1"]),
+        ("POST", &["Origin: HTTP://192.168.1.1:80"]),
+        ("POST", &["Sec-Fetch-Site: same-origin"]),
+        ("POST", &["Sec-Fetch-Site: same-site"]),
+        ("POST", &[]),
+        ("GET", &[evil]),
+        ("OPTIONS", &[evil, "Sec-Fetch-Site: cross-site"]),
+    ];
+    for (case, (method, headers)) in refused.iter().chain(passed).enumerate() {
+        let want = if case < refused.len() { 403 } else { 200 };
+        let tag = format!("X-Case: {case}");
+        let headers: Vec<&str> = headers.iter().copied().chain([tag.as_str()]).collect();
+        let got = status_with(&server, method, "/api/settings", &headers);
+        assert_eq!(got, want, "{method} {headers:?}");
+    }
+    let seen: Vec<String> = backend
+        .seen()
+        .iter()
+        .flat_map(|r| r.header("x-case"))
+        .collect();
+    let want: Vec<String> = (refused.len()..refused.len() + passed.len())
+        .map(|c| c.to_string())
+        .collect();
+    assert_eq!(seen, want, "only the passed requests reach the backend");
+}
+
+/// `cross-origin PREFIX allow` opens what it names, and only that.
+#[test]
+fn cross_origin_allow_opens_only_its_prefix() {
+    let backend = Backend::unix(echo);
+    let server = backend.server(&["--cross-origin", "/api/hook allow"]);
+    let evil = ["Origin: http://evil.example"];
+    for path in ["/api/hook", "/api/hook/github"] {
+        assert_eq!(status_with(&server, "POST", path, &evil), 200, "{path}");
+    }
+    for path in ["/api/hooks", "/api/Hook", "/api/hook.json", "/api/settings"] {
+        assert_eq!(status_with(&server, "POST", path, &evil), 403, "{path}");
+    }
+    assert_eq!(backend.seen().len(), 2);
+    let conf = TempDir::new("cross-origin-conf");
+    let file = conf.write("m.conf", "cross-origin /api/ maybe\n");
+    let out = command()
+        .arg("--config")
+        .arg(&file)
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("m.conf:1") && stderr.contains("PREFIX allow"),
+        "{stderr}"
+    );
+}
+
+/// board/demo/backend.py, killed when the test ends.
+struct DemoBackend(std::process::Child);
+
+impl Drop for DemoBackend {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The demo backend behind the demo's guard: a form (what a page on
+/// another site can make a browser post without asking first) is 415 even
+/// with no `Origin` to tell it apart; the settings go as JSON only.
+#[test]
+fn the_demo_backend_takes_settings_as_json_only() {
+    let dir = TempDir::new("demo");
+    let sock = dir.path().join("d.sock");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("board/demo/backend.py");
+    let _backend = DemoBackend(
+        Command::new("python3")
+            .arg(&script)
+            .arg("--socket")
+            .arg(&sock)
+            .arg("--state-dir")
+            .arg(dir.path())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3"),
+    );
+    assert!(
+        wait_until(start_deadline(), || {
+            std::os::unix::net::UnixStream::connect(&sock).is_ok()
+        }),
+        "the demo backend did not listen on {}",
+        sock.display()
+    );
+    let route = format!("/api/ unix:{}", sock.display());
+    let server = Server::start(&["--proxy", &route]);
+    let url = server.url("/api/settings");
+    let (code, _, body) = curl(&["-d", "hostname=formed", &url]);
+    assert_eq!(code, 415, "{}", String::from_utf8_lossy(&body));
+    let (code, _, body) = curl(&[
+        "-H",
+        "Content-Type: text/plain",
+        "-d",
+        "{\"hostname\":\"plain\"}",
+        &url,
+    ]);
+    assert_eq!(code, 415, "{}", String::from_utf8_lossy(&body));
+    let (code, _, body) = curl(&[
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        "{\"hostname\":\"jsoned\"}",
+        &url,
+    ]);
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let (_, _, body) = curl(&[&url]);
+    assert!(String::from_utf8_lossy(&body).contains("\"hostname\":\"jsoned\""));
+}

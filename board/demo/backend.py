@@ -6,7 +6,7 @@
 It owns "the device" the demo UI shows:
   GET  /api/status/stream   Server-Sent Events: the status (uptime, load, memory, a counter) every second
   GET  /api/settings        the settings as JSON
-  POST /api/settings        JSON or a form (hostname, timezone, ntp_server): validated, saved, answered
+  POST /api/settings        JSON only (hostname, timezone, ntp_server): validated, saved, answered
   POST /api/firmware        the body (Content-Length or chunked) streamed through SHA-256: {size, sha256}
   GET  /api/health          {"status": "ok"}
 Paths are answered with or without the /api prefix, so a proxy may pass or strip it.
@@ -14,7 +14,7 @@ Paths are answered with or without the /api prefix, so a proxy may pass or strip
 Listens on a unix socket (default /tmp/marmoset-demo.sock, made 0666 so that a server running as
 another user can connect) and, with --listen, on TCP too. The settings are kept in a file in a
 temporary directory (--state-dir to keep them elsewhere), removed at exit. HTTP/1.1 with keep-alive;
-errors are JSON {"error": ...}: 400 bad JSON, form or framing, 404, 405, 411, 413 past the limits
+errors are JSON {"error": ...}: 400 bad JSON or framing, 404, 405, 411, 413 past the limits
 below, 415, 431, 501.
 """
 import argparse
@@ -286,20 +286,15 @@ class Device:
 
 
 def parse_settings(req, body):
+    # JSON only: a page on another site can make a browser post a form here without asking first,
+    # but not a JSON document (that takes a CORS preflight, which this backend never grants).
     ctype = req.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype == "application/json":
-        try:
-            return json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            raise HttpError(400, f"bad JSON: {e}", close=False) from None
-    if ctype == "application/x-www-form-urlencoded":
-        try:
-            pairs = urllib.parse.parse_qsl(body.decode("ascii"), keep_blank_values=True,
-                                           strict_parsing=bool(body), errors="strict")
-        except (UnicodeDecodeError, ValueError) as e:
-            raise HttpError(400, f"bad form: {e}", close=False) from None
-        return dict(pairs)
-    raise HttpError(415, "send application/json or application/x-www-form-urlencoded", close=False)
+    if ctype != "application/json":
+        raise HttpError(415, "send the settings as application/json", close=False)
+    try:
+        return json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise HttpError(400, f"bad JSON: {e}", close=False) from None
 
 
 async def status_stream(writer, req, device):

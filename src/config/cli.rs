@@ -132,6 +132,8 @@ Access control (first matching rule wins):
   --auth PREFIX \"REALM\" FILE   Basic auth, users from an htpasswd file
   --allow PREFIX BLOCK         by address or CIDR, or `all`
   --deny PREFIX BLOCK          by address or CIDR, or `all`
+  --cross-origin PREFIX allow  take other sites' POST, PUT, DELETE... under PREFIX
+                               (default: 403 when Origin or Sec-Fetch-Site says so)
 
 Signals: TERM/INT stop gracefully, HUP reopens the access log and reloads the
 config (and the TLS certificate and key).

@@ -11,8 +11,9 @@ use crate::files::root::Symlinks;
 use crate::limits;
 use crate::logs::access_log::Destination;
 use crate::policy::hosts::AllowedHosts;
+use crate::policy::prefix::covers;
 use crate::policy::rules::Rules;
-use crate::policy::{access, auth};
+use crate::policy::{access, auth, origin};
 use crate::proxy::settings as proxy;
 use crate::values::{parse_bool, parse_count, parse_path, parse_range, parse_secs};
 
@@ -52,6 +53,8 @@ pub struct Config {
     /// Address rules, first match wins.
     pub access: Vec<access::Rule>,
     pub realms: Vec<auth::Realm>,
+    /// Where cross-origin requests with unsafe methods are refused.
+    pub cross_origin: origin::Settings,
     pub tls: tls::Settings,
     /// What was accepted but is probably not what was meant, logged at
     /// start (the logger does not exist yet while the config is read).
@@ -90,6 +93,7 @@ impl Default for Config {
             proxy: proxy::Settings::default(),
             access: Vec::new(),
             realms: Vec::new(),
+            cross_origin: origin::Settings::default(),
             tls: tls::Settings::default(),
             warnings: Vec::new(),
         }
@@ -113,15 +117,17 @@ impl Config {
                 .iter()
                 .map(|r| (r.prefix.as_str(), "an auth realm"));
             let access = self.access.iter().map(|r| (r.prefix(), "an address rule"));
-            let scripts = self
+            let mut scripts = self
                 .cgi
                 .prefixes
                 .iter()
                 .map(|p| (p.as_str(), "the CGI prefix"));
+            // Realms and address rules cover their prefix's tails and case
+            // variants too; scripts live under their prefix as written.
             let guarded = realms
                 .chain(access)
-                .chain(scripts)
-                .find(|(prefix, _)| access::under(page, prefix));
+                .find(|(prefix, _)| covers(page, prefix))
+                .or_else(|| scripts.find(|(prefix, _)| access::under(page, prefix)));
             if let Some((prefix, what)) = guarded {
                 return Err(format!(
                     "`{page}` is under `{prefix}` ({what}); error pages and the SPA fallback are served to everyone as files: keep them outside it"
@@ -235,6 +241,7 @@ pub const KEYS: &[&str] = &[
     "auth",
     "allow",
     "deny",
+    "cross-origin",
     "tls-cert",
     "tls-key",
     "tls-self-signed",
@@ -384,6 +391,7 @@ fn set(
             if !c.rules.apply(key, value)?
                 && !c.cgi.apply(key, value)?
                 && !c.proxy.apply(key, value)?
+                && !c.cross_origin.apply(key, value)?
             {
                 return Err("unknown setting".into());
             }

@@ -1,8 +1,11 @@
 //! Address rules: allow and deny lists per path prefix, by IPv4 or IPv6
 //! address or CIDR block; the first rule that matches decides, and a request
-//! no rule matches is allowed.
+//! no rule matches is allowed. A deny rule's prefix covers generously, an
+//! allow rule's only what it names (see `policy::prefix`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::policy::prefix;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Verdict {
@@ -157,8 +160,20 @@ pub fn parse_rule(verdict: Verdict, value: &str) -> Result<(Rule, Option<String>
 pub fn check(rules: &[Rule], path: &str, client: IpAddr) -> Verdict {
     rules
         .iter()
-        .find(|r| under(path, &r.prefix) && r.block.contains(client))
+        .find(|r| r.covers(path) && r.block.contains(client))
         .map_or(Verdict::Allow, |r| r.verdict)
+}
+
+impl Rule {
+    /// Whether the rule's prefix covers `path`: an allow rule that matched
+    /// more than it names (`/Admin`, `/admin.json`) would open paths a later
+    /// deny rule is there to close.
+    fn covers(&self, path: &str) -> bool {
+        match self.verdict {
+            Verdict::Allow => under(path, &self.prefix),
+            Verdict::Deny => prefix::covers(path, &self.prefix),
+        }
+    }
 }
 
 /// Whether `path` is under `prefix` (`/admin` covers `/admin` and `/admin/x`, not `/administrator`).
@@ -210,6 +225,29 @@ mod tests {
         assert_eq!(check(&r, "/admin/x", ip("2001:db8::1")), Verdict::Deny);
         assert_eq!(check(&r, "/index.html", ip("8.8.8.8")), Verdict::Allow);
         assert_eq!(check(&r, "/administrator", ip("8.8.8.8")), Verdict::Allow);
+    }
+
+    #[test]
+    fn deny_covers_tails_and_case_and_allow_only_what_it_names() {
+        let r = rules(&[("allow", "/admin/ 10.0.0.0/8"), ("deny", "/admin/ all")]);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        for path in ["/admin/x", "/admin"] {
+            assert_eq!(check(&r, path, ip("10.1.1.1")), Verdict::Allow, "{path}");
+        }
+        for path in ["/Admin/x", "/admin;x", "/admin.json"] {
+            assert_eq!(check(&r, path, ip("10.1.1.1")), Verdict::Deny, "{path}");
+            assert_eq!(check(&r, path, ip("8.8.8.8")), Verdict::Deny, "{path}");
+        }
+        let r = rules(&[("deny", "/api/admin all")]);
+        for path in [
+            "/api/admin;x",
+            "/api/admin.json",
+            "/api/Admin",
+            "/api/admin ",
+        ] {
+            assert_eq!(check(&r, path, ip("8.8.8.8")), Verdict::Deny, "{path}");
+        }
+        assert_eq!(check(&r, "/api/status", ip("8.8.8.8")), Verdict::Allow);
     }
 
     #[test]

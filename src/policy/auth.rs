@@ -22,8 +22,8 @@ use crate::http::request::{Field, Request};
 use crate::limits::{
     AUTH_CACHE_MAX, AUTH_CACHE_TTL, AUTH_FAIL_LIMIT, AUTH_FAIL_WINDOW, AUTH_QUEUE, AUTH_THREADS,
 };
-use crate::policy::access::under;
 use crate::policy::failures::{Client, Counted, Failures};
+use crate::policy::prefix;
 
 /// For a realm without users: a hash of a real format, so that unknown
 /// users still cost a verification.
@@ -210,7 +210,11 @@ impl Auth {
         client: IpAddr,
         verdict: Option<Checked>,
     ) -> Decision {
-        let Some(i) = self.realms.iter().position(|r| under(path, &r.prefix)) else {
+        let Some(i) = self
+            .realms
+            .iter()
+            .position(|r| prefix::covers(path, &r.prefix))
+        else {
             return Decision::Pass(None);
         };
         let realm: &'static Realm = &self.realms[i];

@@ -6,4 +6,6 @@ pub(crate) mod access;
 pub(crate) mod auth;
 pub(crate) mod failures;
 pub(crate) mod hosts;
+pub(crate) mod origin;
+pub(crate) mod prefix;
 pub(crate) mod rules;

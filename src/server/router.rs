@@ -3,7 +3,8 @@
 //!
 //! 1. method: unknown ones get 501;
 //! 2. path: decoded and normalised, or 400/404/414;
-//! 3. address rules (403), then Basic auth (401, 429, 503);
+//! 3. address rules (403), cross-origin requests with unsafe methods (403),
+//!    then Basic auth (401, 429, 503);
 //! 4. redirect rules from the config;
 //! 5. reverse proxy prefixes (every method but CONNECT), to their backends;
 //! 6. CGI scripts under their prefixes (GET, HEAD, POST);
@@ -110,6 +111,16 @@ pub struct Client {
     pub tls: bool,
 }
 
+impl Client {
+    /// Whether the request came over TLS (never, in a build without it).
+    fn is_tls(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.tls;
+        #[cfg(not(feature = "tls"))]
+        false
+    }
+}
+
 /// What the pipeline decided.
 // The common variant is the large one; boxing it would allocate per request.
 #[allow(clippy::large_enum_variant)]
@@ -163,6 +174,15 @@ pub fn route(
     if access::check(&site.config.access, shown, client.peer.ip()) == Verdict::Deny {
         return Routed::Respond(error(site, Status::Forbidden, path.as_str()));
     }
+    // Before auth: a forged request costs no password check, and its page
+    // gets no login prompt.
+    if site
+        .config
+        .cross_origin
+        .refuses(req, shown, client.is_tls())
+    {
+        return Routed::Respond(error(site, Status::Forbidden, path.as_str()));
+    }
     let user = match site
         .auth
         .borrow_mut()
@@ -192,10 +212,7 @@ pub fn route(
     if let Some((index, _)) = site.config.proxy.route_for(shown) {
         let origin = outgoing::Origin {
             peer: client.peer.ip(),
-            #[cfg(feature = "tls")]
-            tls: client.tls,
-            #[cfg(not(feature = "tls"))]
-            tls: false,
+            tls: client.is_tls(),
         };
         return match Forward::new(index, req, &origin) {
             Ok(forward) => Routed::Proxy(Box::new(forward)),

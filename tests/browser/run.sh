@@ -278,7 +278,10 @@ expect_code 400 "POST /api/settings with bad JSON (on the socket)" $direct -H 'C
   --data-binary '{"hostname":' http://backend/api/settings
 grep -q '"error":"bad JSON' "$tmp/answer" || fail "bad JSON answered without its reason: $(cat "$tmp/answer")"
 # shellcheck disable=SC2086
-expect_code 400 "POST /api/settings with a bad host name (on the socket)" $direct -d 'hostname=-x-' http://backend/api/settings
+expect_code 400 "POST /api/settings with a bad host name (on the socket)" $direct -H 'Content-Type: application/json' \
+  --data-binary '{"hostname":"-x-"}' http://backend/api/settings
+# shellcheck disable=SC2086
+expect_code 415 "POST /api/settings as a form (on the socket)" $direct -d 'hostname=x' http://backend/api/settings
 # shellcheck disable=SC2086
 expect_code 415 "POST /api/settings as text/plain (on the socket)" $direct -H 'Content-Type: text/plain' -d x http://backend/api/settings
 # shellcheck disable=SC2086
@@ -292,7 +295,7 @@ expect_code 200 "a chunked POST /api/firmware (through the proxy)" -u "$demo_use
   -H 'Transfer-Encoding: chunked' -H 'Content-Type: application/octet-stream' -T "$tmp/image.bin" -X POST "$url/api/firmware"
 grep -qF "{\"size\":3000000,\"sha256\":\"$want_sha\"}" "$tmp/answer" ||
   fail "a chunked upload of 3000000 bytes (SHA-256 $want_sha) was answered $(cat "$tmp/answer")"
-echo "backend: 400 for bad settings, 415, 413 past 256 MiB (on its socket and through the proxy), a chunked upload hashed right" >&2
+echo "backend: 400 for bad settings, 415 for a form or text, 413 past 256 MiB (on its socket and through the proxy), a chunked upload hashed right" >&2
 # The host name the backend's status starts with (its settings).
 backend_host=$(curl -s --max-time 5 -u "$demo_user:$demo_pass" "$url/api/settings" |
   sed -n 's/.*"hostname":"\([^"]*\)".*/\1/p')
