@@ -126,6 +126,12 @@ Reverse proxy:
   --proxy-timeout S            backend's time to start answering, 504 after (default 30)
   --proxy-max N                backend connections per worker, 503 beyond (default 64)
   --proxy-max-body BYTES       request body limit, 413 beyond (default off: none)
+  --proxy-max-per-client N     of those, for one client address (IPv6: one /64);
+                               503 beyond (default a quarter of --proxy-max)
+  --proxy-max-streams N        of those, for tunnels and event streams; 503
+                               beyond (default half of --proxy-max)
+  --proxy-body-rate BYTES      least request body pace per second after
+                               --header-timeout, 408 below (default 1024; off)
 
 Access control (first matching rule wins):
   --auth PREFIX \"REALM\" FILE   Basic auth, users from an htpasswd file
