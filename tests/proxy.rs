@@ -1060,39 +1060,39 @@ fn one_address_holding_all_it_can_leaves_room_for_the_admin() {
 #[test]
 fn long_lived_answers_leave_room_for_short_requests() {
     let backend = Backend::tcp(device);
-    let server = backend.server(&[
-        "--proxy-max",
-        "4",
-        "--proxy-max-per-client",
-        "4",
-        "--proxy-max-streams",
-        "2",
-    ]);
-    let mut streams = Vec::new();
-    for want in ["HTTP/1.1 200", "HTTP/1.1 200", "HTTP/1.1 503"] {
-        let mut c = server.connect();
+    // Half of proxy-max for streams by default; one connection per address.
+    let server = backend.server(&["--proxy-max", "4"]);
+    let open_stream = |from: &str| {
+        let mut c = connect_from(from, &server);
         c.write_all(b"GET /api/status/stream HTTP/1.1\r\nHost: t\r\n\r\n")
             .unwrap();
-        assert_eq!(status_line_start(&mut c), want, "{}", server.log_text());
+        (status_line_start(&mut c), c)
+    };
+    let mut streams = Vec::new();
+    for (from, want) in [
+        ("127.0.0.2", "HTTP/1.1 200"),
+        ("127.0.0.3", "HTTP/1.1 200"),
+        ("127.0.0.4", "HTTP/1.1 503"),
+        ("127.0.0.5", "HTTP/1.1 503"),
+    ] {
+        let (status, c) = open_stream(from);
+        assert_eq!(status, want, "{from}: {}", server.log_text());
         streams.push(c);
     }
     assert!(server.wait_log("2 long-lived answers open; 503", Duration::from_secs(5)));
     for _ in 0..3 {
         assert_eq!(curl(&[&server.url("/api/short")]).0, 200);
     }
-    // A stream that ends gives its place back.
+    // A stream whose client leaves gives its place back, though the
+    // backend sends nothing more on it.
     drop(streams.remove(0));
     let freed = wait_until(Duration::from_secs(10), || {
-        let mut c = server.connect();
-        c.write_all(b"GET /api/status/stream HTTP/1.1\r\nHost: t\r\n\r\n")
-            .unwrap();
-        let ok = status_line_start(&mut c) == "HTTP/1.1 200";
-        if ok {
-            streams.push(c);
-        }
-        ok
+        let (status, c) = open_stream("127.0.0.4");
+        streams.push(c);
+        status == "HTTP/1.1 200"
     });
     assert!(freed, "{}", server.log_text());
+    assert!(server.wait_log("the client of a stream left", Duration::from_secs(5)));
 }
 
 #[test]
