@@ -1330,3 +1330,256 @@ fn the_demo_backend_takes_settings_as_json_only() {
     let (_, _, body) = curl(&[&url]);
     assert!(String::from_utf8_lossy(&body).contains("\"hostname\":\"jsoned\""));
 }
+/// A connection to the server from another loopback address (all of
+/// 127.0.0.0/8 is the host's own): another client, as the server sees it.
+fn connect_from(source: &str, server: &Server) -> std::net::TcpStream {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::empty(),
+        None,
+    )
+    .unwrap();
+    let from: SocketAddrV4 = format!("{source}:0").parse().unwrap();
+    bind(fd.as_raw_fd(), &SockaddrIn::from(from)).unwrap();
+    let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, server.port);
+    connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
+    let c = std::net::TcpStream::from(fd);
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c
+}
+
+/// The demo device's backend: an event stream open until the proxy
+/// closes it, and everything else echoed.
+fn device(req: &Seen, s: &mut dyn Duplex) -> bool {
+    if req.head.starts_with("GET /api/status/stream") {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\ne\r\ndata: status\n\n\r\n");
+        let mut b = [0u8; 1];
+        let _ = s.read(&mut b);
+        return false;
+    }
+    echo(req, s)
+}
+
+/// The first bytes of an answer: `HTTP/1.1 NNN`.
+fn status_line_start(c: &mut impl Read) -> String {
+    let mut start = [0u8; 12];
+    c.read_exact(&mut start).unwrap();
+    String::from_utf8_lossy(&start).into_owned()
+}
+
+fn htpasswd(dir: &TempDir, user: &str, password: &str) -> std::path::PathBuf {
+    let users = dir.path().join("users");
+    std::fs::write(&users, "").unwrap();
+    let out = Command::new("htpasswd")
+        .args(["-b", "-B", "-C", "4"])
+        .arg(&users)
+        .args([user, password])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    users
+}
+
+#[test]
+fn one_address_holding_all_it_can_leaves_room_for_the_admin() {
+    let root = TempDir::new("root");
+    root.write("index.html", "hi");
+    let users = htpasswd(&root, "admin", "pw");
+    let backend = Backend::tcp(device);
+    let route = format!("/api/ {}", backend.address);
+    let auth = format!("/api/settings \"dev\" {}", users.display());
+    // The shipped defaults (proxy-max 64, one worker).
+    let server = Server::start_in(root, &["--proxy", &route, "--auth", &auth]);
+    let hostile = "127.0.0.2";
+    let mut held = Vec::new();
+    let mut refused = 0;
+    // Event streams, no password needed, until the server refuses one.
+    for _ in 0..100 {
+        let mut c = connect_from(hostile, &server);
+        c.write_all(b"GET /api/status/stream HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        match status_line_start(&mut c).as_str() {
+            "HTTP/1.1 200" => held.push(c),
+            "HTTP/1.1 503" => {
+                refused += 1;
+                break;
+            }
+            other => panic!("{other}"),
+        }
+    }
+    let streams = held.len();
+    // Then uploads trickled a byte at a time: a 100 Continue shows that
+    // one has its backend connection.
+    for _ in 0..100 {
+        let mut c = connect_from(hostile, &server);
+        c.write_all(b"POST /api/upload HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n").unwrap();
+        match status_line_start(&mut c).as_str() {
+            "HTTP/1.1 100" => {
+                c.write_all(b"x").unwrap();
+                held.push(c);
+            }
+            "HTTP/1.1 503" => {
+                refused += 1;
+                break;
+            }
+            other => panic!("{other}"),
+        }
+    }
+    assert_eq!(refused, 2, "the hostile address was stopped each time");
+    assert!(streams > 0, "{}", server.log_text());
+    let (code, _, body) = curl(&[
+        "-u",
+        "admin:pw",
+        "--data-binary",
+        "wifi=on",
+        &server.url("/api/settings"),
+    ]);
+    assert_eq!(
+        (code, String::from_utf8_lossy(&body).as_ref()),
+        (200, "POST /api/settings HTTP/1.1\nwifi=on"),
+        "{} held by {hostile}: {}",
+        held.len(),
+        server.log_text()
+    );
+    assert!(server.wait_log(
+        "127.0.0.2 holds 16 connections; 503",
+        Duration::from_secs(5)
+    ));
+}
+
+#[test]
+fn long_lived_answers_leave_room_for_short_requests() {
+    let backend = Backend::tcp(device);
+    // Half of proxy-max for streams by default; one connection per address.
+    let server = backend.server(&["--proxy-max", "4"]);
+    let open_stream = |from: &str| {
+        let mut c = connect_from(from, &server);
+        c.write_all(b"GET /api/status/stream HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        (status_line_start(&mut c), c)
+    };
+    let mut streams = Vec::new();
+    for (from, want) in [
+        ("127.0.0.2", "HTTP/1.1 200"),
+        ("127.0.0.3", "HTTP/1.1 200"),
+        ("127.0.0.4", "HTTP/1.1 503"),
+        ("127.0.0.5", "HTTP/1.1 503"),
+    ] {
+        let (status, c) = open_stream(from);
+        assert_eq!(status, want, "{from}: {}", server.log_text());
+        streams.push(c);
+    }
+    assert!(server.wait_log("2 long-lived answers open; 503", Duration::from_secs(5)));
+    for _ in 0..3 {
+        assert_eq!(curl(&[&server.url("/api/short")]).0, 200);
+    }
+    // A stream whose client leaves gives its place back, though the
+    // backend sends nothing more on it.
+    drop(streams.remove(0));
+    let freed = wait_until(Duration::from_secs(10), || {
+        let (status, c) = open_stream("127.0.0.4");
+        streams.push(c);
+        status == "HTTP/1.1 200"
+    });
+    assert!(freed, "{}", server.log_text());
+    assert!(server.wait_log("the client of a stream left", Duration::from_secs(5)));
+}
+
+#[test]
+fn a_request_body_below_the_least_pace_is_cut_and_frees_its_slot() {
+    let backend = Backend::tcp(|req, s| reply(s, &req.body.len().to_string()));
+    // Two seconds of grace; each byte comes well within the head timeout.
+    let server = backend.server(&["--header-timeout", "2", "--proxy-max", "1"]);
+    let mut c = server.connect();
+    c.write_all(b"POST /api/up HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
+        .unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut first = [0u8; 12];
+    let mut answered = false;
+    for _ in 0..30 {
+        let _ = c.write_all(b"x");
+        if c.read_exact(&mut first).is_ok() {
+            answered = true;
+            break;
+        }
+    }
+    assert!(answered, "a byte a second went on: {}", server.log_text());
+    assert_eq!(&first, b"HTTP/1.1 408");
+    assert_eq!(curl(&[&server.url("/api/next")]).0, 200, "the slot is free");
+    // At four times the least pace, well past the grace: a slow link's upload.
+    let mut c = server.connect();
+    c.write_all(b"POST /api/up HTTP/1.1\r\nHost: t\r\nContent-Length: 16384\r\n\r\n")
+        .unwrap();
+    for _ in 0..16 {
+        c.write_all(&[b'u'; 1024]).unwrap();
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let r = read_response(&mut c, false).expect("an answer");
+    assert_eq!((r.status, r.text()), (200, "16384".to_string()));
+}
+
+#[test]
+fn a_client_leaving_before_the_answer_frees_its_backend_connection() {
+    let (closed, on_close) = mpsc::channel::<()>();
+    let closed = Mutex::new(closed);
+    let backend = Backend::tcp(move |req, s| {
+        if req.head.starts_with("GET /api/slow") {
+            // No answer; the read ends when the proxy drops the connection.
+            let mut b = [0u8; 1];
+            let _ = s.read(&mut b);
+            let _ = closed.lock().unwrap().send(());
+            return false;
+        }
+        echo(req, s)
+    });
+    // The default proxy-timeout (30 s) is what the client's slot was held for.
+    let server = backend.server(&["--proxy-max", "1"]);
+    let mut c = server.connect();
+    c.write_all(b"GET /api/slow HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(5), || !backend
+        .seen()
+        .is_empty()));
+    drop(c);
+    assert!(
+        on_close.recv_timeout(Duration::from_secs(10)).is_ok(),
+        "{}",
+        server.log_text()
+    );
+    assert_eq!(curl(&[&server.url("/api/next")]).0, 200);
+    assert!(server.wait_log("the client left before the answer", Duration::from_secs(5)));
+}
+
+#[test]
+fn the_share_settings_are_errors_at_their_line() {
+    let dir = TempDir::new("conf");
+    let check = |conf: &str| {
+        let path = dir.write("m.conf", conf);
+        let out = command()
+            .arg("--config")
+            .arg(&path)
+            .arg("--check-config")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), err)
+    };
+    let good = "proxy-max 8\nproxy-max-per-client 2\nproxy-max-streams 4\nproxy-body-rate off\nproxy-body-rate 512\n";
+    assert_eq!(check(good).0, Some(0), "{}", check(good).1);
+    for (conf, at) in [
+        (
+            "proxy-max 8\nproxy-max-per-client 0\n",
+            "m.conf:2: proxy-max-per-client:",
+        ),
+        ("proxy-max-streams many\n", "m.conf:1: proxy-max-streams:"),
+        ("\nproxy-body-rate 0\n", "m.conf:2: proxy-body-rate:"),
+    ] {
+        let (code, err) = check(conf);
+        assert_eq!(code, Some(2), "{conf}");
+        assert!(err.contains(at), "{err}");
+    }
+}

@@ -3,6 +3,7 @@
 
 pub(crate) mod buffers;
 pub(crate) mod deadline;
+pub(crate) mod hangup;
 pub(crate) mod idle;
 pub(crate) mod input;
 #[cfg(feature = "tls")]

@@ -30,6 +30,8 @@ pub struct Head {
     pub length: Option<u64>,
     /// The backend keeps the connection open after this answer.
     pub reusable: bool,
+    /// An event stream (`Content-Type: text/event-stream`): long-lived.
+    pub streaming: bool,
     /// The end-to-end fields, each as `\r\nName: value`.
     pub fields: Vec<u8>,
     pub head_len: usize,
@@ -67,6 +69,7 @@ pub fn parse(buf: &[u8], head_only: bool, upgrading: bool) -> Result<Option<Head
     let mut length: Option<u64> = None;
     let mut chunked = false;
     let mut te = false;
+    let mut streaming = false;
     let mut fields = Vec::new();
     for h in resp.headers.iter() {
         if !is_clean(h.value) {
@@ -87,6 +90,10 @@ pub fn parse(buf: &[u8], head_only: bool, upgrading: bool) -> Result<Option<Head
             if !chunked {
                 return Err(Invalid("a transfer coding other than chunked"));
             }
+        }
+        if h.name.eq_ignore_ascii_case("content-type") {
+            let media = value.split(|&b| b == b';').next().unwrap_or_default();
+            streaming = trim(media).eq_ignore_ascii_case(b"text/event-stream");
         }
         let kept_upgrade = upgrading && status == 101 && h.name.eq_ignore_ascii_case("upgrade");
         if !kept_upgrade
@@ -121,6 +128,7 @@ pub fn parse(buf: &[u8], head_only: bool, upgrading: bool) -> Result<Option<Head
         framing,
         length,
         reusable: persistent && framing != Framing::Close,
+        streaming,
         fields,
         head_len,
     }))
@@ -171,5 +179,10 @@ mod tests {
         assert_eq!(h.framing, Framing::Close);
         assert!(!h.reusable);
         assert!(head("HTTP/1.1 200 OK\r\n").unwrap().is_none());
+        assert!(!h.streaming);
+        let h = head("HTTP/1.1 200 OK\r\nContent-Type: Text/Event-Stream ; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(h.streaming);
     }
 }

@@ -15,16 +15,19 @@ use crate::http::clock::Clock;
 use crate::http::header::push_num;
 use crate::http::request::{BodyKind, Version};
 use crate::http::status::Status;
-use crate::limits::HEAD_BUF;
+use crate::limits::{HEAD_BUF, PROXY_GONE_GRACE, PROXY_LONG_AFTER};
 use crate::net::buffers;
+use crate::net::hangup;
 use crate::net::input::Input;
 use crate::net::sock::{End, Sock};
 use crate::proxy::answer::{self, Framing, Head};
 use crate::proxy::backend::{Failed, Stream};
 use crate::proxy::outgoing::Forward;
+use crate::proxy::pace::Pace;
 use crate::proxy::pool::{Lease, Pool, Unavailable};
 use crate::proxy::relay::{self, BodyError, Cut, ToClient, Waits};
 use crate::proxy::settings::{Address, Settings};
+use crate::proxy::share::Client;
 use crate::proxy::tunnel;
 
 #[derive(Clone, Copy)]
@@ -65,6 +68,16 @@ enum NoHead {
     Body(BodyError),
 }
 
+/// The client left while its request waited on the backend.
+struct ClientGone;
+
+/// Why a long-lived answer was ended early.
+enum Stop {
+    /// It outgrew the short requests' room and the long-lived budget is full.
+    NoRoom,
+    ClientGone,
+}
+
 /// How one try on a backend connection ended.
 enum Attempt {
     Done(Outcome),
@@ -85,7 +98,12 @@ impl Exchange<'_> {
         }
         let until = self.waits.backend_until();
         let deadlines = self.waits.deadlines;
-        let mut lease = match self.pool.take(fwd.route, name, deadlines, until).await {
+        let client = Client::from(self.sock.peer.ip());
+        let mut lease = match self
+            .pool
+            .take(fwd.route, name, client, deadlines, until)
+            .await
+        {
             Ok(l) => l,
             Err(e) => return Ok(self.unavailable(name, e, fwd)),
         };
@@ -99,7 +117,7 @@ impl Exchange<'_> {
                 Ok(Attempt::Again) => {
                     log::debug!("proxy {name}: kept connection closed under a request; again");
                     may_retry = false;
-                    lease = match self.pool.connect(name, deadlines, until).await {
+                    lease = match self.pool.connect(name, client, deadlines, until).await {
                         Ok(l) => l,
                         Err(e) => break Ok(self.unavailable(name, e, fwd)),
                     };
@@ -124,6 +142,7 @@ impl Exchange<'_> {
         may_retry: bool,
     ) -> Result<Attempt, End> {
         let retry = may_retry && lease.reused && fwd.retry_safe;
+        let name = &self.settings.routes[fwd.route].backend;
         let stream = &lease.stream;
         let until = self.waits.backend_until();
         if let Err(f) = stream
@@ -136,8 +155,11 @@ impl Exchange<'_> {
             let body_done = Cell::new(fwd.body == BodyKind::None);
             let body_failed = Cell::new(None);
             let max = self.settings.max_body;
+            let pace = Pace::new(self.settings.body_rate, self.waits.client);
             let sending = pin!(async {
-                match relay::request_body(self.sock, input, fwd.body, max, stream, self.waits).await
+                let waits = self.waits;
+                match relay::request_body(self.sock, input, fwd.body, max, stream, waits, &pace)
+                    .await
                 {
                     Ok(()) => body_done.set(true),
                     Err(e) => body_failed.set(Some(e)),
@@ -147,22 +169,34 @@ impl Exchange<'_> {
             let finished = Cell::new(false);
             // The backend's time to answer runs from the end of the body:
             // a large upload on a slow link may take longer than that.
-            let head = future::or(read_head(stream, buf, fwd, self.waits), async {
-                (&mut sending).await;
-                finished.set(true);
-                match body_failed.take() {
-                    Some(e) => Err(NoHead::Body(e)),
-                    None => {
-                        self.waits.deadlines.until(self.waits.backend_until()).await;
-                        Err(NoHead::Backend(Failed::Timeout, false))
+            let head = future::or(
+                async { Ok(read_head(stream, buf, fwd, self.waits).await) },
+                async {
+                    (&mut sending).await;
+                    finished.set(true);
+                    match body_failed.take() {
+                        Some(e) => Ok(Err(NoHead::Body(e))),
+                        None => self.no_answer_yet().await,
                     }
-                }
-            })
+                },
+            )
             .await;
             let (head, got) = match head {
-                Ok(h) => h,
-                Err(e) => return Ok(self.no_head(fwd, e, retry)),
+                Ok(Ok(h)) => h,
+                Ok(Err(e)) => return Ok(self.no_head(fwd, e, retry)),
+                Err(ClientGone) => {
+                    log::info!("proxy {name}: the client left before the answer; dropped");
+                    return Err(End::Closed);
+                }
             };
+            let long_now = head.status == 101 || head.streaming;
+            if long_now && !self.pool.go_long(&lease) {
+                let n = self.settings.streams();
+                log::warn!("proxy {name}: {n} long-lived answers open; 503");
+                return Ok(Attempt::Done(self.failed(Status::ServiceUnavailable, fwd)));
+            }
+            let unframed = !long_now && matches!(head.framing, Framing::Chunked | Framing::Close);
+            let streaming = head.streaming && head.status != 101;
             let rest_of_body = async {
                 if !finished.get() {
                     sending.await;
@@ -173,7 +207,20 @@ impl Exchange<'_> {
                 got: &buf[..got],
                 body_done: &body_done,
             };
-            self.answer(fwd, stream, answered, rest_of_body).await?
+            let answering = self.answer(fwd, stream, answered, rest_of_body);
+            let watch = self.watch_long(&lease, unframed, streaming, &body_done);
+            match future::or(async { Ok(answering.await) }, async { Err(watch.await) }).await {
+                Ok(answered) => answered?,
+                Err(Stop::NoRoom) => {
+                    let n = self.settings.streams();
+                    log::warn!("proxy {name}: {n} long-lived answers open; a stream cut");
+                    return Err(End::Closed);
+                }
+                Err(Stop::ClientGone) => {
+                    log::info!("proxy {name}: the client of a stream left; dropped");
+                    return Err(End::Closed);
+                }
+            }
         };
         let (outcome, reuse) = match relayed {
             Relayed::Answered(outcome, reuse) => (outcome, reuse),
@@ -307,6 +354,50 @@ impl Exchange<'_> {
         }
     }
 
+    /// Ends a long-lived answer early: one without a length still coming
+    /// after `PROXY_LONG_AFTER` when the long-lived answers are at their
+    /// limit, or one whose client has left (watched once the request body
+    /// is in: a stream may go quiet for minutes).
+    async fn watch_long(
+        &self,
+        lease: &Lease,
+        unframed: bool,
+        streaming: bool,
+        body_done: &Cell<bool>,
+    ) -> Stop {
+        if unframed {
+            let at = Instant::now() + PROXY_LONG_AFTER;
+            self.waits.deadlines.until(at).await;
+            if !self.pool.go_long(lease) {
+                return Stop::NoRoom;
+            }
+        }
+        if !(unframed || streaming) || !body_done.get() {
+            return future::pending().await;
+        }
+        hangup::client_gone(self.sock).await;
+        let at = Instant::now() + PROXY_GONE_GRACE;
+        self.waits.deadlines.until(at).await;
+        Stop::ClientGone
+    }
+
+    /// Waits out the backend's time to answer once the request is all
+    /// sent; a client that leaves meanwhile frees the connection after a
+    /// short grace instead.
+    async fn no_answer_yet<T>(&self) -> Result<Result<T, NoHead>, ClientGone> {
+        let timeout = async {
+            self.waits.deadlines.until(self.waits.backend_until()).await;
+            Ok(Err(NoHead::Backend(Failed::Timeout, false)))
+        };
+        let gone = async {
+            hangup::client_gone(self.sock).await;
+            let at = Instant::now() + PROXY_GONE_GRACE;
+            self.waits.deadlines.until(at).await;
+            Err(ClientGone)
+        };
+        future::or(timeout, gone).await
+    }
+
     /// What a request that got no answer head comes to, logged once.
     fn no_head(&self, fwd: &Forward, why: NoHead, retry: bool) -> Attempt {
         let name = &self.settings.routes[fwd.route].backend;
@@ -345,6 +436,11 @@ impl Exchange<'_> {
         let status = match e {
             Unavailable::Busy => {
                 log::warn!("proxy {name}: {} connections open; 503", self.settings.max);
+                Status::ServiceUnavailable
+            }
+            Unavailable::ClientShare => {
+                let (ip, n) = (self.sock.peer.ip(), self.settings.per_client());
+                log::warn!("proxy {name}: {ip} holds {n} connections; 503");
                 Status::ServiceUnavailable
             }
             Unavailable::Failed(Failed::Timeout) => {

@@ -14,6 +14,7 @@ use crate::net::input::Input;
 use crate::net::sock::{End, Sock};
 use crate::proxy::answer::Framing;
 use crate::proxy::backend::{Failed, Stream};
+use crate::proxy::pace::Pace;
 
 /// Why a request body did not all reach the backend.
 #[derive(Debug)]
@@ -28,8 +29,9 @@ pub enum BodyError {
     Backend,
 }
 
-/// The timeouts of a relay: the client's (`header-timeout` for a body,
-/// `send-timeout` inside `Sock`) and the backend's (`proxy-timeout`).
+/// The timeouts of a relay: the client's (`header-timeout` for each wait
+/// on a body, and the grace before its pace counts; `send-timeout` inside
+/// `Sock`) and the backend's (`proxy-timeout`).
 #[derive(Clone, Copy)]
 pub struct Waits {
     pub deadlines: &'static Deadlines,
@@ -38,16 +40,13 @@ pub struct Waits {
 }
 
 impl Waits {
-    fn client_until(&self) -> Instant {
-        Instant::now() + self.client
-    }
-
     pub fn backend_until(&self) -> Instant {
         Instant::now() + self.backend
     }
 }
 
-/// Sends the request body as the head announced it.
+/// Sends the request body as the head announced it, each wait on the
+/// client bounded by `pace`.
 pub async fn request_body(
     sock: &Sock,
     input: &mut Input,
@@ -55,6 +54,7 @@ pub async fn request_body(
     max: Option<u64>,
     to: &Stream,
     waits: Waits,
+    pace: &Pace,
 ) -> Result<(), BodyError> {
     let send = |bytes: Vec<u8>| async move {
         to.write_all(&bytes, waits.deadlines, waits.backend_until())
@@ -70,10 +70,12 @@ pub async fn request_body(
             let mut buf = vec![0u8; left.min(PROXY_CHUNK as u64) as usize];
             while left > 0 {
                 let want = left.min(buf.len() as u64) as usize;
-                let got = match sock.read_some(&mut buf[..want], waits.client_until()).await {
+                let from = Instant::now();
+                let got = match sock.read_some(&mut buf[..want], pace.until()).await {
                     Ok(0) | Err(_) => return Err(BodyError::Client),
                     Ok(got) => got,
                 };
+                pace.waited(from, got);
                 to.write_all(&buf[..got], waits.deadlines, waits.backend_until())
                     .await
                     .map_err(|_| BodyError::Backend)?;
@@ -106,9 +108,10 @@ pub async fn request_body(
                 if decoder.is_done() {
                     return send(b"0\r\n\r\n".to_vec()).await;
                 }
-                match input.read_more(sock, waits.client_until()).await {
+                let from = Instant::now();
+                match input.read_more(sock, pace.until()).await {
                     Ok(0) | Err(_) => return Err(BodyError::Client),
-                    Ok(_) => {}
+                    Ok(n) => pace.waited(from, n),
                 }
             }
         }

@@ -5,6 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::limits::DEFAULT_BODY_RATE;
 use crate::values::{parse_count, parse_range, parse_secs};
 
 /// Where a backend listens.
@@ -43,6 +44,16 @@ pub struct Settings {
     /// How long an upgraded connection (WebSocket) may carry nothing
     /// either way before it is closed.
     pub tunnel_timeout: Duration,
+    /// Backend connections one client address holds at once (503
+    /// beyond); `None`: a quarter of `max`.
+    pub max_per_client: Option<usize>,
+    /// Long-lived answers (tunnels, event streams) at once (503 beyond);
+    /// `None`: half of `max`.
+    pub max_streams: Option<usize>,
+    /// Least average pace of a request body, bytes per second of waiting
+    /// on the client, after the head timeout's worth of grace (408
+    /// beyond); `None`: no minimum.
+    pub body_rate: Option<u64>,
 }
 
 impl Default for Settings {
@@ -55,6 +66,9 @@ impl Default for Settings {
             // WebSocket apps ping every 25 to 60 s (Socket.IO 25 s, MQTT
             // keep-alive 60 s): two minutes lets one ping go missing.
             tunnel_timeout: Duration::from_secs(120),
+            max_per_client: None,
+            max_streams: None,
+            body_rate: Some(DEFAULT_BODY_RATE),
         }
     }
 }
@@ -73,9 +87,29 @@ impl Settings {
                     v => Some(parse_range(v, 0, u64::MAX >> 4)?),
                 }
             }
+            "proxy-max-per-client" => self.max_per_client = Some(parse_count(value, 1, 4096)?),
+            "proxy-max-streams" => self.max_streams = Some(parse_count(value, 1, 4096)?),
+            "proxy-body-rate" => {
+                self.body_rate = match value {
+                    "off" => None,
+                    v => Some(parse_range(v, 1, 1 << 30)?),
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// One client address's share of the backend connections, at most all of them.
+    pub fn per_client(&self) -> usize {
+        self.max_per_client
+            .unwrap_or(self.max / 4)
+            .clamp(1, self.max)
+    }
+
+    /// The long-lived answers' budget, within `max`.
+    pub fn streams(&self) -> usize {
+        self.max_streams.unwrap_or(self.max / 2).clamp(1, self.max)
     }
 
     /// The route for a (cleaned) path, and its index.
@@ -156,5 +190,20 @@ mod tests {
         assert_eq!(s.route_for("/b/x").map(|(i, _)| i), Some(1));
         assert_eq!(s.route_for("/b").map(|(i, _)| i), Some(1));
         assert!(s.route_for("/bx").is_none());
+    }
+
+    #[test]
+    fn shares_default_to_parts_of_proxy_max_and_never_exceed_it() {
+        let mut s = Settings::default();
+        assert_eq!((s.per_client(), s.streams()), (16, 32));
+        s.apply("proxy-max", "2").unwrap();
+        assert_eq!((s.per_client(), s.streams()), (1, 1));
+        s.apply("proxy-max-per-client", "9").unwrap();
+        s.apply("proxy-max-streams", "9").unwrap();
+        assert_eq!((s.per_client(), s.streams()), (2, 2));
+        assert!(s.apply("proxy-max-streams", "0").is_err());
+        assert!(s.apply("proxy-body-rate", "off").unwrap());
+        assert_eq!(s.body_rate, None);
+        assert!(s.apply("proxy-body-rate", "fast").is_err());
     }
 }

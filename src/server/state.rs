@@ -66,7 +66,7 @@ impl Worker {
             idle: IdleQueue::default(),
             shares_listeners: workers > 1,
             scripts: Slots::new(config.cgi.max.div_ceil(workers)),
-            proxy: ProxyPool::new(config.proxy.max),
+            proxy: ProxyPool::new(&config.proxy),
             stopping: Cell::new(false),
             retiring: Cell::new(false),
             stop: Notify::default(),

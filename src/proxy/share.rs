@@ -1,0 +1,102 @@
+//! Each client address's share of a worker's backend connections, so
+//! that one address holding all it can leaves room for the others. An
+//! IPv6 client counts per /64 (one host's or one site's addresses).
+
+use std::cell::RefCell;
+use std::net::IpAddr;
+
+/// A client address as the shares count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Client {
+    V4(u32),
+    /// The /64 prefix.
+    V6(u64),
+}
+
+impl From<IpAddr> for Client {
+    fn from(ip: IpAddr) -> Client {
+        match ip {
+            IpAddr::V4(a) => Client::V4(a.into()),
+            IpAddr::V6(a) => match a.to_ipv4_mapped() {
+                Some(v4) => Client::V4(v4.into()),
+                None => Client::V6((u128::from(a) >> 64) as u64),
+            },
+        }
+    }
+}
+
+pub struct Shares {
+    /// The addresses holding connections, each with how many (never 0).
+    held: RefCell<Vec<(Client, usize)>>,
+    per_client: usize,
+}
+
+/// One connection counted for a client; dropping it gives it back.
+pub struct Share<'a> {
+    shares: &'a Shares,
+    client: Client,
+}
+
+impl Shares {
+    pub fn new(per_client: usize) -> Shares {
+        Shares {
+            held: RefCell::new(Vec::new()),
+            per_client: per_client.max(1),
+        }
+    }
+
+    /// A share for `client`, or `None` when it holds all its own.
+    pub fn take(&self, client: Client) -> Option<Share<'_>> {
+        let mut held = self.held.borrow_mut();
+        match held.iter_mut().find(|(c, _)| *c == client) {
+            Some((_, n)) if *n >= self.per_client => return None,
+            Some((_, n)) => *n += 1,
+            None => held.push((client, 1)),
+        }
+        Some(Share {
+            shares: self,
+            client,
+        })
+    }
+}
+
+impl Drop for Share<'_> {
+    fn drop(&mut self) {
+        let mut held = self.shares.held.borrow_mut();
+        if let Some(i) = held.iter().position(|(c, _)| *c == self.client) {
+            held[i].1 -= 1;
+            if held[i].1 == 0 {
+                held.swap_remove(i);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(ip: &str) -> Client {
+        ip.parse::<IpAddr>().unwrap().into()
+    }
+
+    #[test]
+    fn an_address_holds_its_share_and_others_theirs() {
+        let shares = Shares::new(2);
+        let a = client("192.0.2.1");
+        let held = [shares.take(a), shares.take(a)];
+        assert!(held.iter().all(Option::is_some));
+        assert!(shares.take(a).is_none());
+        assert!(shares.take(client("192.0.2.2")).is_some());
+        drop(held);
+        assert!(shares.take(a).is_some(), "given back");
+        assert!(shares.held.borrow().is_empty(), "no entry left behind");
+    }
+
+    #[test]
+    fn ipv6_counts_per_64_and_mapped_ipv4_as_ipv4() {
+        assert_eq!(client("2001:db8:1:2::1"), client("2001:db8:1:2:ffff::9"));
+        assert_ne!(client("2001:db8:1:2::1"), client("2001:db8:1:3::1"));
+        assert_eq!(client("::ffff:192.0.2.1"), client("192.0.2.1"));
+    }
+}
