@@ -535,6 +535,153 @@ fn the_self_signed_certificate_is_made_once_with_the_names_and_reused() {
     second.assert_serves();
 }
 
+/// `--check-config` with these flags: its exit status and stderr.
+fn check_config(args: &[&str]) -> (Option<i32>, String) {
+    let out = command()
+        .args(["--config", "/dev/null"])
+        .args(args)
+        .arg("--check-config")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_key_left_without_its_certificate_gets_one_at_the_next_start() {
+    let dir = TempDir::new("lone");
+    let pair = Pair {
+        cert: dir.path().join("tls/cert.pem"),
+        key: dir.path().join("tls/key.pem"),
+    };
+    let flags = |pair: &Pair| {
+        [
+            "--listen".to_string(),
+            "127.0.0.1:0 tls".into(),
+            "--tls-cert".into(),
+            pair.cert.to_str().unwrap().into(),
+            "--tls-key".into(),
+            pair.key.to_str().unwrap().into(),
+            "--tls-self-signed".into(),
+        ]
+    };
+    drop(Tls::start(&pair, &["--tls-self-signed"]));
+    // What a power cut between the two files' renames leaves.
+    std::fs::remove_file(&pair.cert).unwrap();
+    let key = std::fs::read(&pair.key).unwrap();
+    let args = flags(&pair);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (status, err) = check_config(&args);
+    assert_eq!(status, Some(0), "{err}");
+    assert!(
+        err.contains("warning: --tls-cert: ") && err.contains("a self-signed certificate is made"),
+        "{err}"
+    );
+    let t = Tls::start(&pair, &["--tls-self-signed"]);
+    assert!(
+        t.server.log_text().contains("for the key found alone in"),
+        "{}",
+        t.server.log_text()
+    );
+    assert_eq!(std::fs::read(&pair.key).unwrap(), key, "the key is kept");
+    t.assert_serves();
+    assert_eq!(served_certificate(&t), pem_body(&pair.cert));
+    drop(t);
+
+    // A certificate without its key: no key can be made for it, and
+    // `--check-config` says so as start does.
+    std::fs::remove_file(&pair.key).unwrap();
+    let (status, err) = check_config(&args);
+    assert_eq!(status, Some(2), "{err}");
+    assert!(
+        err.contains("no key can be made for a certificate"),
+        "{err}"
+    );
+    let conf = format!(
+        "listen 127.0.0.1:0\nlisten 127.0.0.1:0 tls\ntls-cert {}\ntls-key {}\ntls-self-signed on\n",
+        pair.cert.display(),
+        pair.key.display()
+    );
+    let (status, err) = start_failure(&conf);
+    assert_eq!(status, Some(2), "{err}");
+    assert!(
+        err.contains("m.conf:4: tls-key: ") && err.contains("no key can be made"),
+        "{err}"
+    );
+}
+
+/// A tmpfs of `size` bytes on a new directory, unmounted when dropped.
+struct SmallFs {
+    dir: TempDir,
+}
+
+impl SmallFs {
+    fn mount(size: &str) -> Option<SmallFs> {
+        let dir = TempDir::new("smallfs");
+        let opts = format!("size={size}");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &opts, "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        mounted.then_some(SmallFs { dir })
+    }
+
+    fn resize(&self, size: &str) {
+        let opts = format!("remount,size={size}");
+        let ok = Command::new("mount")
+            .args(["-o", &opts])
+            .arg(self.dir.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount -o {opts}");
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+#[test]
+fn a_full_filesystem_at_first_start_leaves_no_lone_key() {
+    if !is_root() {
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    // One page: room for the key, not for the certificate too.
+    let fs = SmallFs::mount("4k").expect("mount -t tmpfs");
+    let pair = Pair {
+        cert: fs.dir.path().join("cert.pem"),
+        key: fs.dir.path().join("key.pem"),
+    };
+    let conf = format!(
+        "listen 127.0.0.1:0\nlisten 127.0.0.1:0 tls\ntls-cert {}\ntls-key {}\ntls-self-signed on\n",
+        pair.cert.display(),
+        pair.key.display()
+    );
+    let (status, err) = start_failure(&conf);
+    assert_eq!(status, Some(1), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(fs.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "neither file, nor a temporary one: {left:?}"
+    );
+    // Once there is room, the next start makes the pair and serves.
+    fs.resize("1m");
+    let t = Tls::start(&pair, &["--tls-self-signed"]);
+    t.assert_serves();
+}
+
 #[test]
 fn sighup_loads_a_new_pair_and_keeps_the_old_one_when_the_new_is_broken() {
     let dir = TempDir::new("pair");

@@ -161,7 +161,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Action, ConfigE
     for (key, value) in &settings {
         applier.apply(key, value, &Origin::Flag)?;
     }
-    config.tls.finish()?;
+    config.warnings.extend(config.tls.finish()?);
     // The names `tls-self-signed` makes the certificate for are the device's.
     if let (Some(hosts), Some(_)) = (&mut config.allowed_hosts, &config.tls.self_signed) {
         hosts.add(&config.tls.names);

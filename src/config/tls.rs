@@ -35,6 +35,19 @@ pub struct Settings {
     /// is no TLS listener or the pair is still to be made.
     #[cfg(feature = "tls")]
     pub pair: Option<std::sync::Arc<rustls::sign::CertifiedKey>>,
+    /// What `tls-self-signed` is to make at start, from the files found
+    /// when the configuration was read.
+    pub to_make: Option<ToMake>,
+}
+
+/// What `tls-self-signed` makes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ToMake {
+    /// Neither file exists: a key and its certificate.
+    Pair,
+    /// The key exists alone (a first start cut short between writing the
+    /// two): a certificate for it.
+    Certificate,
 }
 
 /// Whether `key` is one of these settings.
@@ -78,9 +91,10 @@ impl Settings {
     }
 
     /// Checks the settings together once every source is applied and, for
-    /// TLS listeners, loads the pair, unless it is to be made at start.
+    /// TLS listeners, loads the pair, unless it is to be made at start;
+    /// what is accepted with a caveat is returned as a warning.
     #[cfg(feature = "tls")]
-    pub fn finish(&mut self) -> Result<(), ConfigError> {
+    pub fn finish(&mut self) -> Result<Option<ConfigError>, ConfigError> {
         let error = |origin: &Origin, key: &str, problem: String| ConfigError {
             origin: origin.clone(),
             key: key.into(),
@@ -93,7 +107,7 @@ impl Settings {
                     "redirect-https",
                     "needs a TLS listener (`listen ADDR:PORT tls`)".into(),
                 )),
-                None => Ok(()),
+                None => Ok(None),
             };
         };
         let (Some(cert), Some(key)) = (&self.cert, &self.key) else {
@@ -106,19 +120,32 @@ impl Settings {
         if self.self_signed.is_some() {
             let absent = |f: &FileSetting| matches!(std::fs::metadata(&f.path), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
             match (absent(cert), absent(key)) {
-                (true, true) => return Ok(()),
-                (true, false) | (false, true) => {
-                    let (missing, name) = if absent(cert) {
-                        (cert, "tls-cert")
-                    } else {
-                        (key, "tls-key")
-                    };
-                    return Err(error(
-                        &missing.origin,
-                        name,
+                (true, true) => {
+                    self.to_make = Some(ToMake::Pair);
+                    return Ok(None);
+                }
+                (true, false) => {
+                    crate::tls::self_signed::read_key(&key.path)
+                        .map_err(|e| error(&key.origin, "tls-key", e))?;
+                    self.to_make = Some(ToMake::Certificate);
+                    return Ok(Some(error(
+                        &cert.origin,
+                        "tls-cert",
                         format!(
-                            "{} is missing but its partner exists; `tls-self-signed` makes a new pair only when both are absent",
-                            missing.path.display()
+                            "{} is missing beside its key {} (a first start cut short while making them); a self-signed certificate is made for that key",
+                            cert.path.display(),
+                            key.path.display()
+                        ),
+                    )));
+                }
+                (false, true) => {
+                    return Err(error(
+                        &key.origin,
+                        "tls-key",
+                        format!(
+                            "{} is missing but its certificate {} exists, and no key can be made for a certificate; put the key back, or remove the certificate to have a new pair made",
+                            key.path.display(),
+                            cert.path.display()
                         ),
                     ));
                 }
@@ -133,13 +160,13 @@ impl Settings {
                 },
             )?;
         self.pair = Some(pair);
-        Ok(())
+        Ok(None)
     }
 
     /// Without TLS no setting is accepted: nothing to check.
     #[cfg(not(feature = "tls"))]
-    pub fn finish(&mut self) -> Result<(), ConfigError> {
-        Ok(())
+    pub fn finish(&mut self) -> Result<Option<ConfigError>, ConfigError> {
+        Ok(None)
     }
 }
 
