@@ -175,6 +175,12 @@ fn rsa_keys_in_pkcs1_and_ec_keys_in_sec1_serve_too() {
     t.assert_serves();
     let (code, _, _) = t.curl("/", &["--tlsv1.2", "--tls-max", "1.2"]);
     assert_eq!(code, 200, "TLS 1.2 with an RSA key");
+    let only = "ECDHE-RSA-AES256-GCM-SHA384";
+    let out = t.s_client(&["-tls1_2", "-cipher", only]);
+    assert!(
+        out.contains(&format!("Cipher is {only}")) && out.contains("HTTP/1.1 200"),
+        "{only}:\n{out}"
+    );
     drop(t);
     // An EC key as SEC1 (`BEGIN EC PRIVATE KEY`).
     let ec = make_pair(&dir, "ec");
@@ -217,6 +223,36 @@ fn tls_1_0_and_1_1_are_refused_and_alpn_is_http_1_1() {
         assert!(out.contains(&format!("New, {name}")), "{version}:\n{out}");
         assert!(out.contains("ALPN protocol: http/1.1"), "{version}:\n{out}");
     }
+    t.assert_serves();
+}
+
+#[test]
+fn a_client_that_allows_only_aes_256_gcm_connects() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start(&make_pair(&dir, "device"), &[]);
+    for (args, suite) in [
+        (
+            ["-tls1_3", "-ciphersuites", "TLS_AES_256_GCM_SHA384"],
+            "TLS_AES_256_GCM_SHA384",
+        ),
+        (
+            ["-tls1_2", "-cipher", "ECDHE-ECDSA-AES256-GCM-SHA384"],
+            "ECDHE-ECDSA-AES256-GCM-SHA384",
+        ),
+    ] {
+        let out = t.s_client(&args);
+        assert!(
+            out.contains(&format!("Cipher is {suite}")) && out.contains("HTTP/1.1 200"),
+            "{suite}:\n{out}"
+        );
+    }
+    // Offered both, a client gets the one it prefers.
+    let out = t.s_client(&[
+        "-tls1_3",
+        "-ciphersuites",
+        "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384",
+    ]);
+    assert!(out.contains("Cipher is TLS_AES_128_GCM_SHA256"), "{out}");
     t.assert_serves();
 }
 
