@@ -719,6 +719,62 @@ fn a_full_filesystem_at_first_start_leaves_no_lone_key() {
 }
 
 #[test]
+fn scripts_cannot_read_the_key_made_as_root_and_a_reload_keeps_it() {
+    if !is_root() {
+        eprintln!("skipped: dropping to `nobody` needs root");
+        return;
+    }
+    let dir = TempDir::new("keyowner");
+    let pair = Pair {
+        cert: dir.path().join("tls/cert.pem"),
+        key: dir.path().join("tls/key.pem"),
+    };
+    let root = TempDir::new("tlsroot");
+    root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+    let can_read = |f: &Path| {
+        format!(
+            "if cat {} >/dev/null 2>&1; then echo readable; else echo denied; fi\n",
+            f.display()
+        )
+    };
+    script(
+        &root,
+        "files",
+        &format!(
+            "printf 'Content-Type: text/plain\\n\\n'\nid -un\n{}{}{}",
+            can_read(&pair.key),
+            can_read(&pair.cert),
+            // The server's memory, which holds the key: it changed user
+            // from root, so the kernel keeps others of that user out.
+            can_read(Path::new("/proc/$PPID/environ")),
+        ),
+    );
+    let t = Tls::start_in(root, &pair, &["--tls-self-signed", "--user", "nobody"]);
+    let (code, _, body) = t.curl("/cgi-bin/files", &[]);
+    assert_eq!(code, 200, "{}", t.server.log_text());
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        "nobody\ndenied\nreadable\ndenied\n",
+        "a script reads the certificate, not the key nor the server's memory"
+    );
+    // The server, as `nobody` now too, keeps the pair it read at start.
+    t.server.signal("HUP");
+    assert!(
+        t.server
+            .wait_log("the pair read at start is kept", Duration::from_secs(10)),
+        "{}",
+        t.server.log_text()
+    );
+    assert!(
+        !t.server.log_text().contains("reload failed"),
+        "{}",
+        t.server.log_text()
+    );
+    t.assert_serves();
+    assert_eq!(served_certificate(&t), pem_body(&pair.cert));
+}
+
+#[test]
 fn sighup_loads_a_new_pair_and_keeps_the_old_one_when_the_new_is_broken() {
     let dir = TempDir::new("pair");
     let a = make_pair(&dir, "first");

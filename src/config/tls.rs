@@ -92,9 +92,14 @@ impl Settings {
 
     /// Checks the settings together once every source is applied and, for
     /// TLS listeners, loads the pair, unless it is to be made at start;
-    /// what is accepted with a caveat is returned as a warning.
+    /// what is accepted with a caveat is returned as a warning. At a
+    /// reload, `running` are the settings in use: a key only root may read
+    /// (read at start, before privileges were dropped) keeps their pair.
     #[cfg(feature = "tls")]
-    pub fn finish(&mut self) -> Result<Option<ConfigError>, ConfigError> {
+    pub fn finish(
+        &mut self,
+        running: Option<&Settings>,
+    ) -> Result<Option<ConfigError>, ConfigError> {
         let error = |origin: &Origin, key: &str, problem: String| ConfigError {
             origin: origin.clone(),
             key: key.into(),
@@ -152,20 +157,49 @@ impl Settings {
                 (false, false) => {}
             }
         }
-        let pair =
-            crate::tls::keys::load(&cert.path, &key.path).map_err(
-                |(file, problem)| match file {
-                    crate::tls::keys::File::Cert => error(&cert.origin, "tls-cert", problem),
-                    crate::tls::keys::File::Key => error(&key.origin, "tls-key", problem),
-                },
-            )?;
+        let pair = match crate::tls::keys::load(&cert.path, &key.path) {
+            Ok(pair) => pair,
+            Err((crate::tls::keys::File::Key, problem)) => {
+                let Some(kept) = running.and_then(|r| r.pair_for(cert, key)) else {
+                    return Err(error(&key.origin, "tls-key", problem));
+                };
+                self.pair = Some(kept);
+                return Ok(Some(error(
+                    &key.origin,
+                    "tls-key",
+                    format!(
+                        "{} cannot be read by the user the server runs as; the pair read at start is kept (a new one takes a restart)",
+                        key.path.display()
+                    ),
+                )));
+            }
+            Err((crate::tls::keys::File::Cert, problem)) => {
+                return Err(error(&cert.origin, "tls-cert", problem));
+            }
+        };
         self.pair = Some(pair);
         Ok(None)
     }
 
+    /// The running pair, when it was read from these same files and the
+    /// key is one this process may not open now (privileges were dropped).
+    #[cfg(feature = "tls")]
+    fn pair_for(
+        &self,
+        cert: &FileSetting,
+        key: &FileSetting,
+    ) -> Option<std::sync::Arc<rustls::sign::CertifiedKey>> {
+        let same =
+            |a: &Option<FileSetting>, b: &FileSetting| a.as_ref().map(|a| &a.path) == Some(&b.path);
+        let denied = matches!(std::fs::File::open(&key.path), Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied);
+        (same(&self.cert, cert) && same(&self.key, key) && denied)
+            .then(|| self.pair.clone())
+            .flatten()
+    }
+
     /// Without TLS no setting is accepted: nothing to check.
     #[cfg(not(feature = "tls"))]
-    pub fn finish(&mut self) -> Result<Option<ConfigError>, ConfigError> {
+    pub fn finish(&mut self, _: Option<&Settings>) -> Result<Option<ConfigError>, ConfigError> {
         Ok(None)
     }
 }

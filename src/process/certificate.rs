@@ -1,14 +1,15 @@
 //! The certificate and key `tls-self-signed` makes: at start, before
-//! privileges are dropped (the files are then given to the user), and at a
-//! reload when both files were removed. A key found alone (a first start
-//! cut short between writing the two) gets a certificate made for it.
+//! privileges are dropped (the certificate is then given to the user, the
+//! key stays root's), and at a reload when both files were removed. A key
+//! found alone (a first start cut short between writing the two) gets a
+//! certificate made for it.
 
 use crate::config::tls::ToMake;
 use crate::config::{Config, ConfigError};
 
 /// `tls-self-signed`: makes what the configuration found missing (before
-/// privileges are dropped, giving the files to the user), then loads the
-/// pair. A failure names the setting's line.
+/// privileges are dropped, giving the certificate to the user), then
+/// loads the pair. A failure names the setting's line.
 pub fn make_if_absent(config: &mut Config, owner: Option<(u32, u32)>) -> Result<(), String> {
     let tls = &mut config.tls;
     let (true, Some(to_make), Some(cert), Some(key), Some(origin)) = (

@@ -24,8 +24,10 @@ use crate::tls::der::{self, OCTET_STRING, SEQUENCE, SET, UTF8_STRING};
 /// rules, and a device must not stop being reachable on a date.
 const NOT_AFTER: u64 = 253_402_300_799;
 
-/// Makes the key and certificate and writes them to `key` and `cert`,
-/// owned by `owner` (uid, gid) when given.
+/// Makes the key and certificate and writes them to `key` and `cert`.
+/// The certificate is given to `owner` (uid, gid) when one is named; the
+/// key stays with whoever runs this (root, at start), so that scripts
+/// running as the server's user cannot read it.
 pub fn make(
     cert: &Path,
     key: &Path,
@@ -40,7 +42,7 @@ pub fn make(
         .map_err(|_| "the key just made does not load".to_string())?;
     let names = subject_names(extra_names);
     let der = certificate(&pair, &rng, &names, now())?;
-    let key_tmp = Staged::write(key, &pem("PRIVATE KEY", pkcs8.as_ref()), owner)?;
+    let key_tmp = Staged::write(key, &pem("PRIVATE KEY", pkcs8.as_ref()), None)?;
     let cert_tmp = Staged::write(cert, &pem("CERTIFICATE", &der), owner)?;
     key_tmp.rename()?;
     cert_tmp.rename()?;
