@@ -775,6 +775,60 @@ fn scripts_cannot_read_the_key_made_as_root_and_a_reload_keeps_it() {
 }
 
 #[test]
+fn a_reload_keeps_a_root_only_key_only_from_the_same_files() {
+    if !is_root() {
+        eprintln!("skipped: dropping to `nobody` needs root");
+        return;
+    }
+    let dir = TempDir::new("rootkeys");
+    let a = make_pair(&dir, "a");
+    let b = make_pair(&dir, "b");
+    use std::os::unix::fs::PermissionsExt;
+    for key in [&a.key, &b.key] {
+        std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let conf_for = |p: &Pair| {
+        format!(
+            "tls-cert {}\ntls-key {}\nuser nobody\n",
+            p.cert.display(),
+            p.key.display()
+        )
+    };
+    let conf = dir.write("m.conf", conf_for(&a));
+    let root = TempDir::new("tlsroot");
+    root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+    let listen = ["--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0 tls"];
+    let server = Server::start_with_config(&conf, root, &listen);
+    let t = Tls {
+        port: tls_port_on(&server, "127.0.0.1"),
+        server,
+        ca: a.cert.clone(),
+    };
+    t.server.signal("HUP");
+    assert!(
+        t.server
+            .wait_log("the pair read at start is kept", Duration::from_secs(10)),
+        "{}",
+        t.server.log_text()
+    );
+    // Other files the user cannot read: the reload fails, the pair stays.
+    std::fs::write(&conf, conf_for(&b)).unwrap();
+    t.server.signal("HUP");
+    assert!(
+        t.server.wait_log("reload failed", Duration::from_secs(10)),
+        "{}",
+        t.server.log_text()
+    );
+    assert!(
+        t.server.log_text().contains("Permission denied"),
+        "{}",
+        t.server.log_text()
+    );
+    assert_eq!(served_certificate(&t), pem_body(&a.cert));
+    t.assert_serves();
+}
+
+#[test]
 fn sighup_loads_a_new_pair_and_keeps_the_old_one_when_the_new_is_broken() {
     let dir = TempDir::new("pair");
     let a = make_pair(&dir, "first");
