@@ -175,6 +175,12 @@ fn rsa_keys_in_pkcs1_and_ec_keys_in_sec1_serve_too() {
     t.assert_serves();
     let (code, _, _) = t.curl("/", &["--tlsv1.2", "--tls-max", "1.2"]);
     assert_eq!(code, 200, "TLS 1.2 with an RSA key");
+    let only = "ECDHE-RSA-AES256-GCM-SHA384";
+    let out = t.s_client(&["-tls1_2", "-cipher", only]);
+    assert!(
+        out.contains(&format!("Cipher is {only}")) && out.contains("HTTP/1.1 200"),
+        "{only}:\n{out}"
+    );
     drop(t);
     // An EC key as SEC1 (`BEGIN EC PRIVATE KEY`).
     let ec = make_pair(&dir, "ec");
@@ -217,6 +223,36 @@ fn tls_1_0_and_1_1_are_refused_and_alpn_is_http_1_1() {
         assert!(out.contains(&format!("New, {name}")), "{version}:\n{out}");
         assert!(out.contains("ALPN protocol: http/1.1"), "{version}:\n{out}");
     }
+    t.assert_serves();
+}
+
+#[test]
+fn a_client_that_allows_only_aes_256_gcm_connects() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start(&make_pair(&dir, "device"), &[]);
+    for (args, suite) in [
+        (
+            ["-tls1_3", "-ciphersuites", "TLS_AES_256_GCM_SHA384"],
+            "TLS_AES_256_GCM_SHA384",
+        ),
+        (
+            ["-tls1_2", "-cipher", "ECDHE-ECDSA-AES256-GCM-SHA384"],
+            "ECDHE-ECDSA-AES256-GCM-SHA384",
+        ),
+    ] {
+        let out = t.s_client(&args);
+        assert!(
+            out.contains(&format!("Cipher is {suite}")) && out.contains("HTTP/1.1 200"),
+            "{suite}:\n{out}"
+        );
+    }
+    // Offered both, a client gets the one it prefers.
+    let out = t.s_client(&[
+        "-tls1_3",
+        "-ciphersuites",
+        "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384",
+    ]);
+    assert!(out.contains("Cipher is TLS_AES_128_GCM_SHA256"), "{out}");
     t.assert_serves();
 }
 
@@ -533,6 +569,263 @@ fn the_self_signed_certificate_is_made_once_with_the_names_and_reused() {
     );
     assert!(made == kept, "the pair is reused at the next start");
     second.assert_serves();
+}
+
+/// `--check-config` with these flags: its exit status and stderr.
+fn check_config(args: &[&str]) -> (Option<i32>, String) {
+    let out = command()
+        .args(["--config", "/dev/null"])
+        .args(args)
+        .arg("--check-config")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_key_left_without_its_certificate_gets_one_at_the_next_start() {
+    let dir = TempDir::new("lone");
+    let pair = Pair {
+        cert: dir.path().join("tls/cert.pem"),
+        key: dir.path().join("tls/key.pem"),
+    };
+    let flags = |pair: &Pair| {
+        [
+            "--listen".to_string(),
+            "127.0.0.1:0 tls".into(),
+            "--tls-cert".into(),
+            pair.cert.to_str().unwrap().into(),
+            "--tls-key".into(),
+            pair.key.to_str().unwrap().into(),
+            "--tls-self-signed".into(),
+        ]
+    };
+    drop(Tls::start(&pair, &["--tls-self-signed"]));
+    // What a power cut between the two files' renames leaves.
+    std::fs::remove_file(&pair.cert).unwrap();
+    let key = std::fs::read(&pair.key).unwrap();
+    let args = flags(&pair);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (status, err) = check_config(&args);
+    assert_eq!(status, Some(0), "{err}");
+    assert!(
+        err.contains("warning: --tls-cert: ") && err.contains("a self-signed certificate is made"),
+        "{err}"
+    );
+    let t = Tls::start(&pair, &["--tls-self-signed"]);
+    assert!(
+        t.server.log_text().contains("for the key found alone in"),
+        "{}",
+        t.server.log_text()
+    );
+    assert_eq!(std::fs::read(&pair.key).unwrap(), key, "the key is kept");
+    t.assert_serves();
+    assert_eq!(served_certificate(&t), pem_body(&pair.cert));
+    drop(t);
+
+    // A certificate without its key: no key can be made for it, and
+    // `--check-config` says so as start does.
+    std::fs::remove_file(&pair.key).unwrap();
+    let (status, err) = check_config(&args);
+    assert_eq!(status, Some(2), "{err}");
+    assert!(
+        err.contains("no key can be made for a certificate"),
+        "{err}"
+    );
+    let conf = format!(
+        "listen 127.0.0.1:0\nlisten 127.0.0.1:0 tls\ntls-cert {}\ntls-key {}\ntls-self-signed on\n",
+        pair.cert.display(),
+        pair.key.display()
+    );
+    let (status, err) = start_failure(&conf);
+    assert_eq!(status, Some(2), "{err}");
+    assert!(
+        err.contains("m.conf:4: tls-key: ") && err.contains("no key can be made"),
+        "{err}"
+    );
+}
+
+/// A tmpfs of `size` bytes on a new directory, unmounted when dropped.
+struct SmallFs {
+    dir: TempDir,
+}
+
+impl SmallFs {
+    fn mount(size: &str) -> Option<SmallFs> {
+        let dir = TempDir::new("smallfs");
+        let opts = format!("size={size}");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &opts, "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        mounted.then_some(SmallFs { dir })
+    }
+
+    fn resize(&self, size: &str) {
+        let opts = format!("remount,size={size}");
+        let ok = Command::new("mount")
+            .args(["-o", &opts])
+            .arg(self.dir.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount -o {opts}");
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+#[test]
+fn a_full_filesystem_at_first_start_leaves_no_lone_key() {
+    if !is_root() {
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    // One page: room for the key, not for the certificate too.
+    let fs = SmallFs::mount("4k").expect("mount -t tmpfs");
+    let pair = Pair {
+        cert: fs.dir.path().join("cert.pem"),
+        key: fs.dir.path().join("key.pem"),
+    };
+    let conf = format!(
+        "listen 127.0.0.1:0\nlisten 127.0.0.1:0 tls\ntls-cert {}\ntls-key {}\ntls-self-signed on\n",
+        pair.cert.display(),
+        pair.key.display()
+    );
+    let (status, err) = start_failure(&conf);
+    assert_eq!(status, Some(1), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(fs.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "neither file, nor a temporary one: {left:?}"
+    );
+    // Once there is room, the next start makes the pair and serves.
+    fs.resize("1m");
+    let t = Tls::start(&pair, &["--tls-self-signed"]);
+    t.assert_serves();
+}
+
+#[test]
+fn scripts_cannot_read_the_key_made_as_root_and_a_reload_keeps_it() {
+    if !is_root() {
+        eprintln!("skipped: dropping to `nobody` needs root");
+        return;
+    }
+    let dir = TempDir::new("keyowner");
+    let pair = Pair {
+        cert: dir.path().join("tls/cert.pem"),
+        key: dir.path().join("tls/key.pem"),
+    };
+    let root = TempDir::new("tlsroot");
+    root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+    let can_read = |f: &Path| {
+        format!(
+            "if cat {} >/dev/null 2>&1; then echo readable; else echo denied; fi\n",
+            f.display()
+        )
+    };
+    script(
+        &root,
+        "files",
+        &format!(
+            "printf 'Content-Type: text/plain\\n\\n'\nid -un\n{}{}{}",
+            can_read(&pair.key),
+            can_read(&pair.cert),
+            // The server's memory, which holds the key: it changed user
+            // from root, so the kernel keeps others of that user out.
+            can_read(Path::new("/proc/$PPID/environ")),
+        ),
+    );
+    let t = Tls::start_in(root, &pair, &["--tls-self-signed", "--user", "nobody"]);
+    let (code, _, body) = t.curl("/cgi-bin/files", &[]);
+    assert_eq!(code, 200, "{}", t.server.log_text());
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        "nobody\ndenied\nreadable\ndenied\n",
+        "a script reads the certificate, not the key nor the server's memory"
+    );
+    // The server, as `nobody` now too, keeps the pair it read at start.
+    t.server.signal("HUP");
+    assert!(
+        t.server
+            .wait_log("the pair read at start is kept", Duration::from_secs(10)),
+        "{}",
+        t.server.log_text()
+    );
+    assert!(
+        !t.server.log_text().contains("reload failed"),
+        "{}",
+        t.server.log_text()
+    );
+    t.assert_serves();
+    assert_eq!(served_certificate(&t), pem_body(&pair.cert));
+}
+
+#[test]
+fn a_reload_keeps_a_root_only_key_only_from_the_same_files() {
+    if !is_root() {
+        eprintln!("skipped: dropping to `nobody` needs root");
+        return;
+    }
+    let dir = TempDir::new("rootkeys");
+    let a = make_pair(&dir, "a");
+    let b = make_pair(&dir, "b");
+    use std::os::unix::fs::PermissionsExt;
+    for key in [&a.key, &b.key] {
+        std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let conf_for = |p: &Pair| {
+        format!(
+            "tls-cert {}\ntls-key {}\nuser nobody\n",
+            p.cert.display(),
+            p.key.display()
+        )
+    };
+    let conf = dir.write("m.conf", conf_for(&a));
+    let root = TempDir::new("tlsroot");
+    root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+    let listen = ["--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0 tls"];
+    let server = Server::start_with_config(&conf, root, &listen);
+    let t = Tls {
+        port: tls_port_on(&server, "127.0.0.1"),
+        server,
+        ca: a.cert.clone(),
+    };
+    t.server.signal("HUP");
+    assert!(
+        t.server
+            .wait_log("the pair read at start is kept", Duration::from_secs(10)),
+        "{}",
+        t.server.log_text()
+    );
+    // Other files the user cannot read: the reload fails, the pair stays.
+    std::fs::write(&conf, conf_for(&b)).unwrap();
+    t.server.signal("HUP");
+    assert!(
+        t.server.wait_log("reload failed", Duration::from_secs(10)),
+        "{}",
+        t.server.log_text()
+    );
+    assert!(
+        t.server.log_text().contains("Permission denied"),
+        "{}",
+        t.server.log_text()
+    );
+    assert_eq!(served_certificate(&t), pem_body(&a.cert));
+    t.assert_serves();
 }
 
 #[test]

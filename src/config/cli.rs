@@ -17,7 +17,7 @@ pub enum Action {
 /// `old`. `None` (logged) when it does not parse: the running one stays.
 pub fn reread(old: &Config) -> Option<Config> {
     log::info!("reloading configuration");
-    let mut new = match parse(std::env::args_os()) {
+    let mut new = match parse_with(std::env::args_os(), Some(old)) {
         Ok(Action::Run(c)) => c,
         Ok(_) => return None,
         Err(e) => {
@@ -146,6 +146,14 @@ config (and the TLS certificate and key).
 ";
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Action, ConfigError> {
+    parse_with(args, None)
+}
+
+/// `parse`; at a reload, knowing the configuration in use (`running`).
+fn parse_with(
+    args: impl IntoIterator<Item = OsString>,
+    running: Option<&Config>,
+) -> Result<Action, ConfigError> {
     let flags = split_flags(args)?;
     let mut config_path: Option<PathBuf> = None;
     let mut check = false;
@@ -170,7 +178,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Action, ConfigE
     for (key, value) in &settings {
         applier.apply(key, value, &Origin::Flag)?;
     }
-    config.tls.finish()?;
+    config
+        .warnings
+        .extend(config.tls.finish(running.map(|r| &r.tls))?);
     // The names `tls-self-signed` makes the certificate for are the device's.
     if let (Some(hosts), Some(_)) = (&mut config.allowed_hosts, &config.tls.self_signed) {
         hosts.add(&config.tls.names);

@@ -35,6 +35,19 @@ pub struct Settings {
     /// is no TLS listener or the pair is still to be made.
     #[cfg(feature = "tls")]
     pub pair: Option<std::sync::Arc<rustls::sign::CertifiedKey>>,
+    /// What `tls-self-signed` is to make at start, from the files found
+    /// when the configuration was read.
+    pub to_make: Option<ToMake>,
+}
+
+/// What `tls-self-signed` makes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ToMake {
+    /// Neither file exists: a key and its certificate.
+    Pair,
+    /// The key exists alone (a first start cut short between writing the
+    /// two): a certificate for it.
+    Certificate,
 }
 
 /// Whether `key` is one of these settings.
@@ -78,9 +91,15 @@ impl Settings {
     }
 
     /// Checks the settings together once every source is applied and, for
-    /// TLS listeners, loads the pair, unless it is to be made at start.
+    /// TLS listeners, loads the pair, unless it is to be made at start;
+    /// what is accepted with a caveat is returned as a warning. At a
+    /// reload, `running` are the settings in use: a key only root may read
+    /// (read at start, before privileges were dropped) keeps their pair.
     #[cfg(feature = "tls")]
-    pub fn finish(&mut self) -> Result<(), ConfigError> {
+    pub fn finish(
+        &mut self,
+        running: Option<&Settings>,
+    ) -> Result<Option<ConfigError>, ConfigError> {
         let error = |origin: &Origin, key: &str, problem: String| ConfigError {
             origin: origin.clone(),
             key: key.into(),
@@ -93,7 +112,7 @@ impl Settings {
                     "redirect-https",
                     "needs a TLS listener (`listen ADDR:PORT tls`)".into(),
                 )),
-                None => Ok(()),
+                None => Ok(None),
             };
         };
         let (Some(cert), Some(key)) = (&self.cert, &self.key) else {
@@ -106,40 +125,82 @@ impl Settings {
         if self.self_signed.is_some() {
             let absent = |f: &FileSetting| matches!(std::fs::metadata(&f.path), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
             match (absent(cert), absent(key)) {
-                (true, true) => return Ok(()),
-                (true, false) | (false, true) => {
-                    let (missing, name) = if absent(cert) {
-                        (cert, "tls-cert")
-                    } else {
-                        (key, "tls-key")
-                    };
-                    return Err(error(
-                        &missing.origin,
-                        name,
+                (true, true) => {
+                    self.to_make = Some(ToMake::Pair);
+                    return Ok(None);
+                }
+                (true, false) => {
+                    crate::tls::self_signed::read_key(&key.path)
+                        .map_err(|e| error(&key.origin, "tls-key", e))?;
+                    self.to_make = Some(ToMake::Certificate);
+                    return Ok(Some(error(
+                        &cert.origin,
+                        "tls-cert",
                         format!(
-                            "{} is missing but its partner exists; `tls-self-signed` makes a new pair only when both are absent",
-                            missing.path.display()
+                            "{} is missing beside its key {} (a first start cut short while making them); a self-signed certificate is made for that key",
+                            cert.path.display(),
+                            key.path.display()
+                        ),
+                    )));
+                }
+                (false, true) => {
+                    return Err(error(
+                        &key.origin,
+                        "tls-key",
+                        format!(
+                            "{} is missing but its certificate {} exists, and no key can be made for a certificate; put the key back, or remove the certificate to have a new pair made",
+                            key.path.display(),
+                            cert.path.display()
                         ),
                     ));
                 }
                 (false, false) => {}
             }
         }
-        let pair =
-            crate::tls::keys::load(&cert.path, &key.path).map_err(
-                |(file, problem)| match file {
-                    crate::tls::keys::File::Cert => error(&cert.origin, "tls-cert", problem),
-                    crate::tls::keys::File::Key => error(&key.origin, "tls-key", problem),
-                },
-            )?;
+        let pair = match crate::tls::keys::load(&cert.path, &key.path) {
+            Ok(pair) => pair,
+            Err((crate::tls::keys::File::Key, problem)) => {
+                let Some(kept) = running.and_then(|r| r.pair_for(cert, key)) else {
+                    return Err(error(&key.origin, "tls-key", problem));
+                };
+                self.pair = Some(kept);
+                return Ok(Some(error(
+                    &key.origin,
+                    "tls-key",
+                    format!(
+                        "{} cannot be read by the user the server runs as; the pair read at start is kept (a new one takes a restart)",
+                        key.path.display()
+                    ),
+                )));
+            }
+            Err((crate::tls::keys::File::Cert, problem)) => {
+                return Err(error(&cert.origin, "tls-cert", problem));
+            }
+        };
         self.pair = Some(pair);
-        Ok(())
+        Ok(None)
+    }
+
+    /// The running pair, when it was read from these same files and the
+    /// key is one this process may not open now (privileges were dropped).
+    #[cfg(feature = "tls")]
+    fn pair_for(
+        &self,
+        cert: &FileSetting,
+        key: &FileSetting,
+    ) -> Option<std::sync::Arc<rustls::sign::CertifiedKey>> {
+        let same =
+            |a: &Option<FileSetting>, b: &FileSetting| a.as_ref().map(|a| &a.path) == Some(&b.path);
+        let denied = matches!(std::fs::File::open(&key.path), Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied);
+        (same(&self.cert, cert) && same(&self.key, key) && denied)
+            .then(|| self.pair.clone())
+            .flatten()
     }
 
     /// Without TLS no setting is accepted: nothing to check.
     #[cfg(not(feature = "tls"))]
-    pub fn finish(&mut self) -> Result<(), ConfigError> {
-        Ok(())
+    pub fn finish(&mut self, _: Option<&Settings>) -> Result<Option<ConfigError>, ConfigError> {
+        Ok(None)
     }
 }
 

@@ -17,8 +17,7 @@ use nix::sys::socket::{setsockopt, sockopt};
 use rustls::{ConnectionTrafficSecrets, ExtractedSecrets, ProtocolVersion};
 
 /// The TLS versions whose records the kernel takes in both directions
-/// (TLS 1.2 since Linux 4.17, TLS 1.3 since 5.1; AES-128-GCM, the one
-/// cipher the provider offers).
+/// (TLS 1.2 since Linux 4.17, TLS 1.3 since 5.1), for AES-128-GCM.
 #[derive(Clone, Copy)]
 pub struct Support {
     tls12: bool,
@@ -42,6 +41,18 @@ impl Support {
             _ => false,
         }
     }
+}
+
+/// Whether the kernel is given the keys of `suite`: AES-128-GCM's, the
+/// cipher the probe tried. A connection on AES-256-GCM stays with rustls.
+pub fn takes(suite: rustls::CipherSuite) -> bool {
+    use rustls::CipherSuite as S;
+    matches!(
+        suite,
+        S::TLS13_AES_128_GCM_SHA256
+            | S::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+            | S::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+    )
 }
 
 static SUPPORT: OnceLock<Support> = OnceLock::new();
@@ -222,6 +233,15 @@ fn tls12_explicit(iv: &[u8; 12], seq: u64, direction: Direction) -> [u8; 8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_aes_128_gcm_keys_go_to_the_kernel() {
+        use rustls::CipherSuite as S;
+        assert!(takes(S::TLS13_AES_128_GCM_SHA256));
+        assert!(takes(S::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256));
+        assert!(!takes(S::TLS13_AES_256_GCM_SHA384));
+        assert!(!takes(S::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384));
+    }
 
     fn nonce(explicit: [u8; 8]) -> u64 {
         u64::from_be_bytes(explicit)

@@ -249,6 +249,12 @@ impl Sock {
         let Some(version) = tls.borrow().version().filter(|v| to_kernel.covers(*v)) else {
             return Ok(());
         };
+        if !tls.borrow().suite().is_some_and(ktls::takes) {
+            if let Records::User { to_kernel, .. } = &mut self.records {
+                *to_kernel = ktls::Support::NONE;
+            }
+            return Ok(());
+        }
         self.flush(tls).await?;
         if !tls.borrow().settled() {
             return Ok(());

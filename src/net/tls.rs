@@ -97,6 +97,14 @@ impl Tls {
             .flatten()
     }
 
+    /// The cipher suite agreed on, once the handshake is done.
+    pub fn suite(&self) -> Option<rustls::CipherSuite> {
+        (!self.conn.is_handshaking())
+            .then(|| self.conn.negotiated_cipher_suite())
+            .flatten()
+            .map(|s| s.suite())
+    }
+
     /// The handshake is over, everything rustls made has been written and
     /// no record is half received: the kernel could go on from here.
     pub fn settled(&self) -> bool {

@@ -116,7 +116,7 @@ fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(chain)
 }
 
-fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
     let text = read(path, "private key")?;
     // PKCS#8 encrypted, or OpenSSL's older encrypted PEM: no passphrase
     // can be typed at boot.

@@ -1,18 +1,21 @@
 //! The pair a device makes at its first start, as routers do: an ECDSA
 //! P-256 key and a self-signed X.509 v3 certificate for the host name,
-//! `localhost` and the `tls-names` entries. Each file is written whole
-//! under a temporary name with mode 0600 and then renamed into place, so a
-//! power cut leaves either no file or a complete one; later starts find
-//! them and reuse them.
+//! `localhost` and the `tls-names` entries. Both files are written whole
+//! under temporary names with mode 0600 and synced before either is
+//! renamed into place, the key first: a full filesystem leaves neither,
+//! and a power cut between the renames leaves the key alone, for which
+//! the next start makes a certificate (`certify`). Later starts find the
+//! pair and reuse it.
 
 use std::io::Write;
 use std::net::IpAddr;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ring::rand::{SecureRandom, SystemRandom};
 use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
+use rustls::pki_types::PrivateKeyDer;
 
 use crate::tls::der::{self, OCTET_STRING, SEQUENCE, SET, UTF8_STRING};
 
@@ -21,8 +24,10 @@ use crate::tls::der::{self, OCTET_STRING, SEQUENCE, SET, UTF8_STRING};
 /// rules, and a device must not stop being reachable on a date.
 const NOT_AFTER: u64 = 253_402_300_799;
 
-/// Makes the key and certificate and writes them to `key` and `cert`,
-/// owned by `owner` (uid, gid) when given.
+/// Makes the key and certificate and writes them to `key` and `cert`.
+/// The certificate is given to `owner` (uid, gid) when one is named; the
+/// key stays with whoever runs this (root, at start), so that scripts
+/// running as the server's user cannot read it.
 pub fn make(
     cert: &Path,
     key: &Path,
@@ -36,13 +41,54 @@ pub fn make(
     let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.as_ref(), &rng)
         .map_err(|_| "the key just made does not load".to_string())?;
     let names = subject_names(extra_names);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let der = certificate(&pair, &rng, &names, now)?;
-    write_new(key, &pem("PRIVATE KEY", pkcs8.as_ref()), owner)?;
-    write_new(cert, &pem("CERTIFICATE", &der), owner)?;
+    let der = certificate(&pair, &rng, &names, now())?;
+    let key_tmp = Staged::write(key, &pem("PRIVATE KEY", pkcs8.as_ref()), None)?;
+    let cert_tmp = Staged::write(cert, &pem("CERTIFICATE", &der), owner)?;
+    key_tmp.rename()?;
+    cert_tmp.rename()?;
     Ok(names)
+}
+
+/// Makes a certificate for the key already in `key` (one whose
+/// certificate was never written) and writes it to `cert`.
+pub fn certify(
+    cert: &Path,
+    key: &Path,
+    extra_names: &[String],
+    owner: Option<(u32, u32)>,
+) -> Result<Vec<String>, String> {
+    let rng = SystemRandom::new();
+    let pair = read_key(key)?;
+    let names = subject_names(extra_names);
+    let der = certificate(&pair, &rng, &names, now())?;
+    Staged::write(cert, &pem("CERTIFICATE", &der), owner)?.rename()?;
+    Ok(names)
+}
+
+/// The key in `path` if it is one `make` could have written: PKCS#8,
+/// ECDSA P-256. Only such a key gets a certificate made for it.
+pub fn read_key(path: &Path) -> Result<EcdsaKeyPair, String> {
+    let not_ours = || {
+        format!(
+            "{}: not a PKCS#8 ECDSA P-256 key, as `tls-self-signed` makes; give its certificate too",
+            path.display()
+        )
+    };
+    let PrivateKeyDer::Pkcs8(der) = crate::tls::keys::read_key(path)? else {
+        return Err(not_ours());
+    };
+    EcdsaKeyPair::from_pkcs8(
+        &ECDSA_P256_SHA256_ASN1_SIGNING,
+        der.secret_pkcs8_der(),
+        &SystemRandom::new(),
+    )
+    .map_err(|_| not_ours())
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The host name (when it is a DNS name), `localhost`, then `extra`,
@@ -202,33 +248,70 @@ fn pem(label: &str, der: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Writes `bytes` to `path` through a new temporary file beside it (mode
-/// 0600, synced) renamed into place.
-fn write_new(path: &Path, bytes: &[u8], owner: Option<(u32, u32)>) -> Result<(), String> {
-    let failed = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(failed)?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".new{}", std::process::id()));
-    let tmp = std::path::PathBuf::from(tmp);
-    let written = (|| {
+/// A file written whole and synced under a temporary name beside its
+/// place, removed if dropped before `rename`.
+struct Staged<'a> {
+    tmp: PathBuf,
+    path: &'a Path,
+}
+
+impl<'a> Staged<'a> {
+    /// Writes `bytes` to a new temporary file (mode 0600) beside `path`.
+    fn write(path: &'a Path, bytes: &[u8], owner: Option<(u32, u32)>) -> Result<Self, String> {
+        if let Some(dir) = parent(path) {
+            std::fs::create_dir_all(dir).map_err(|e| failed(path, e))?;
+        }
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".new{}", std::process::id()));
         let mut f = std::fs::File::options()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        if let Some((uid, gid)) = owner {
-            std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
-        }
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+            .open(&tmp)
+            .map_err(|e| failed(path, e))?;
+        // From here on, dropping it removes the temporary file.
+        let staged = Staged {
+            tmp: tmp.into(),
+            path,
+        };
+        (|| {
+            f.write_all(bytes)?;
+            if let Some((uid, gid)) = owner {
+                std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
+            }
+            f.sync_all()
+        })()
+        .map_err(|e| failed(path, e))?;
+        Ok(staged)
     }
-    written.map_err(failed)
+
+    /// Renames the file into place and syncs the directory, so that the
+    /// rename is on disk before anything written after it.
+    fn rename(mut self) -> Result<(), String> {
+        std::fs::rename(&self.tmp, self.path).map_err(|e| failed(self.path, e))?;
+        // Renamed: nothing left to remove.
+        self.tmp = PathBuf::new();
+        let dir = parent(self.path).unwrap_or(Path::new("."));
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| failed(self.path, e))
+    }
+}
+
+impl Drop for Staged<'_> {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+fn parent(path: &Path) -> Option<&Path> {
+    path.parent().filter(|d| !d.as_os_str().is_empty())
+}
+
+fn failed(path: &Path, e: std::io::Error) -> String {
+    format!("cannot write {}: {e}", path.display())
 }
 
 #[cfg(test)]

@@ -829,15 +829,16 @@ served_cert() { # served_cert FILE: the certificate the guest's port 443 sends (
 
 tls_checks() {
   local wu bad out
-  # Made at first boot (the image holds no pair): both files, mode 0600, given to www-data.
+  # Made at first boot (the image holds no pair): both files, mode 0600, the certificate given
+  # to www-data, the key kept by root (out of the scripts' reach).
   guest 30 "ls -ln $GUEST_CERT $GUEST_KEY; echo wwwuid=\$(id -u www-data)"
   out=$GOUT
   wu=$(printf '%s\n' "$out" | sed -n 's/^wwwuid=//p')
-  bad=$(printf '%s\n' "$out" | awk -v u="$wu" '
-    /^-/ { n++; if ($1 != "-rw-------" || $3 != u) printf "%s; ", $0 }
+  bad=$(printf '%s\n' "$out" | awk -v u="$wu" -v key="$GUEST_KEY" '
+    /^-/ { n++; owner = ($NF == key) ? 0 : u; if ($1 != "-rw-------" || $3 != owner) printf "%s; ", $0 }
     END { if (n != 2) printf "%d of the 2 files", n }')
   check "$([ -n "$wu" ] && [ -z "$bad" ]; echo $?)" \
-    "the guest made $GUEST_CERT and $GUEST_KEY at first boot, mode 0600, owned by www-data" \
+    "the guest made $GUEST_CERT (owned by www-data) and $GUEST_KEY (owned by root) at first boot, mode 0600" \
     "${bad}ls: $(printf '%s' "$out" | tr '\n' ' ')"
   guest 20 "$(wait_guest_log 'made a key .* and a self-signed certificate')"
   check "$GRC" "/var/log/messages has marmoset's 'made a key ... and a self-signed certificate' line"
