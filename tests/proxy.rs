@@ -1195,10 +1195,10 @@ fn status_with(server: &Server, method: &str, path: &str, headers: &[&str]) -> u
     out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0)
 }
 
-/// A cross-site form or fetch with an unsafe method never reaches the
-/// backend (the device named by its address, which `allowed-hosts` lets
-/// through); the request's own origin, requests no browser marked, and
-/// safe methods do.
+/// A cross-site form or fetch with an unsafe method, or a cross-site
+/// WebSocket handshake, never reaches the backend (the device named by its
+/// address, which `allowed-hosts` lets through); the request's own origin,
+/// requests no browser marked, and safe methods do.
 #[test]
 fn cross_origin_requests_with_unsafe_methods_are_refused_before_the_backend() {
     let backend = Backend::unix(echo);
@@ -1213,6 +1213,9 @@ fn cross_origin_requests_with_unsafe_methods_are_refused_before_the_backend() {
         ("POST", &["Origin: https://192.168.1.1"]),
         ("POST", &["Origin: http://192.168.1.1:8080"]),
         ("POST", &["Sec-Fetch-Site: cross-site"]),
+        // A WebSocket handshake another site's page opens with the
+        // device's credentials.
+        ("GET", &[evil, "Upgrade: websocket", "Connection: Upgrade"]),
     ];
     let passed: &[(&str, &[&str])] = &[
         ("POST", &["Origin: http://192.168.1.1"]),
@@ -1222,6 +1225,7 @@ fn cross_origin_requests_with_unsafe_methods_are_refused_before_the_backend() {
         ("POST", &[]),
         ("GET", &[evil]),
         ("OPTIONS", &[evil, "Sec-Fetch-Site: cross-site"]),
+        ("GET", &["Origin: http://192.168.1.1", "Upgrade: websocket"]),
     ];
     for (case, (method, headers)) in refused.iter().chain(passed).enumerate() {
         let want = if case < refused.len() { 403 } else { 200 };

@@ -3,7 +3,7 @@
 //! it (Basic auth is sent again unasked), and `allowed-hosts` cannot tell,
 //! since the page may name the device by its address. Browsers say where
 //! such a request comes from (`Origin`, `Sec-Fetch-Site`): one with an
-//! unsafe method from another origin is refused, unless a `cross-origin
+//! unsafe method, or a WebSocket handshake, from another origin is refused, unless a `cross-origin
 //! PREFIX allow` rule opens its path.
 
 use crate::http::request::{Field, Request};
@@ -61,7 +61,7 @@ impl Settings {
     /// Whether `req`, for `path` (decoded, normalised), came on a TLS
     /// listener or not (`tls`), is a cross-origin request to refuse.
     pub fn refuses(&self, req: &Request<'_>, path: &str, tls: bool) -> bool {
-        !is_safe(req.method_token) && self.guards(path) && cross_origin(req, tls)
+        (!is_safe(req.method_token) || upgrades(req)) && self.guards(path) && cross_origin(req, tls)
     }
 
     fn guards(&self, path: &str) -> bool {
@@ -80,6 +80,15 @@ impl Settings {
 /// `OPTIONS` preflight is one of them, and CORS is the backend's to answer.
 fn is_safe(method: &str) -> bool {
     matches!(method, "GET" | "HEAD" | "OPTIONS")
+}
+
+/// A WebSocket handshake is a GET, but it opens a channel both ways with
+/// the credentials the browser holds for the device, and browsers always
+/// send its `Origin`.
+fn upgrades(req: &Request<'_>) -> bool {
+    req.headers
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("upgrade"))
 }
 
 /// Whether a browser said the request comes from elsewhere: an `Origin`
