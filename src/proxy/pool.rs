@@ -27,7 +27,7 @@ pub struct Lease {
     pub stream: Stream,
     /// It carried an earlier request.
     pub reused: bool,
-    _slot: Slot<'static>,
+    _slot: Slot,
 }
 
 /// Why no connection could be had.
@@ -47,7 +47,7 @@ impl Pool {
 
     /// A kept connection to route `route`'s backend, else a new one.
     pub async fn take(
-        &'static self,
+        &self,
         route: usize,
         address: &Address,
         deadlines: &Deadlines,
@@ -72,7 +72,7 @@ impl Pool {
     /// A new connection, closing an idle one (to any backend) when the
     /// limit is reached.
     pub async fn connect(
-        &'static self,
+        &self,
         address: &Address,
         deadlines: &Deadlines,
         until: Instant,

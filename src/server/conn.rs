@@ -44,7 +44,7 @@ pub fn serve(
     w: &'static Worker,
     stream: Stream,
     peer: SocketAddr,
-    slot: Slot<'static>,
+    slot: Slot,
     #[cfg(feature = "tls")] tls: Option<std::sync::Arc<rustls::ServerConfig>>,
 ) -> impl Future<Output = ()> + 'static {
     let mut conn = Conn::open(
@@ -71,7 +71,7 @@ struct Conn {
     /// The current request's first line, kept when there is an access log.
     request_line: Option<Vec<u8>>,
     /// Last, so that it is given back after the socket is closed.
-    _slot: Slot<'static>,
+    _slot: Slot,
 }
 
 /// What went out for one request: the record the access log gets.
@@ -126,7 +126,7 @@ impl Conn {
         w: &'static Worker,
         stream: Stream,
         peer: SocketAddr,
-        slot: Slot<'static>,
+        slot: Slot,
         #[cfg(feature = "tls")] tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     ) -> Option<Conn> {
         let local = stream.get_ref().local_addr().unwrap_or(peer);

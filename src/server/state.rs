@@ -102,7 +102,7 @@ impl Worker {
     /// Waits until every connection has ended.
     pub async fn all_connections_closed(&self) {
         while self.connections.in_use() > 0 {
-            self.connections.freed.notified().await;
+            self.connections.freed().notified().await;
         }
     }
 

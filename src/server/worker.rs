@@ -293,7 +293,7 @@ fn start(
     ex.spawn(async move {
         let replaced = async {
             while !(w.is_retiring() && w.connections.in_use() == 0) {
-                future::or(w.stop.notified(), w.connections.freed.notified()).await;
+                future::or(w.stop.notified(), w.connections.freed().notified()).await;
             }
         };
         future::or(w.site.root.keep_current(), replaced).await;
@@ -392,7 +392,7 @@ async fn accept_loop(
 /// waiting to be accepted, asks the connection idle longest to close.
 async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
     let arrived = future::or(async { listener.readable().await.is_ok() }, async {
-        future::or(w.connections.freed.notified(), w.stop.notified()).await;
+        future::or(w.connections.freed().notified(), w.stop.notified()).await;
         false
     })
     .await;
@@ -412,7 +412,7 @@ async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
         return;
     }
     let evicted = w.idle.evict_oldest();
-    let freed = future::or(w.connections.freed.notified(), w.stop.notified());
+    let freed = future::or(w.connections.freed().notified(), w.stop.notified());
     if evicted {
         freed.await;
     } else {
