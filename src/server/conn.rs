@@ -134,7 +134,11 @@ impl Conn {
         let records = match tls {
             None => Records::Plain,
             Some(config) => Records::User {
-                tls: Box::new(crate::net::tls::Tls::new(config, &w.pool).ok()?.into()),
+                tls: Box::new(
+                    crate::net::tls::Tls::new(config, w.pool.clone())
+                        .ok()?
+                        .into(),
+                ),
                 to_kernel: crate::net::ktls::support(),
             },
         };
@@ -149,7 +153,7 @@ impl Conn {
                 records,
             },
             local,
-            input: Input::new(&w.pool),
+            input: Input::new(w.pool.clone()),
             served: 0,
             request_line: None,
             _slot: slot,

@@ -1,6 +1,7 @@
 //! What a worker's connections share. Lives for the whole process.
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use crate::config::Config;
 use crate::http::clock::Clock;
@@ -20,7 +21,7 @@ pub struct Worker {
     pub clock: Clock,
     /// Shared by every generation of a process (one alarm drives it).
     pub deadlines: &'static Deadlines,
-    pub pool: Pool,
+    pub pool: Rc<Pool>,
     /// Memory for the future serving one request, reused.
     pub frames: Frames,
     pub access_log: RefCell<AccessLog>,
@@ -59,7 +60,7 @@ impl Worker {
             site: Site::new(config, slot, workers),
             clock: Clock::new(config.server_name.as_deref()),
             deadlines,
-            pool: Pool::default(),
+            pool: Rc::default(),
             frames: Frames::default(),
             access_log: RefCell::new(AccessLog::open(&config.access_log)),
             connections: Slots::new(config.max_connections.div_ceil(workers)),
