@@ -12,6 +12,7 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Instant, SystemTime};
 
@@ -35,7 +36,8 @@ const FORMATS: [&str; 7] = ["$apr1$", "$1$", "$5$", "$6$", "$2b$", "$2y$", "$2a$
 #[derive(Debug, Clone, PartialEq)]
 pub struct Realm {
     pub prefix: String,
-    pub name: String,
+    /// Shared with the challenges that carry it.
+    pub name: Rc<str>,
     pub file: PathBuf,
 }
 
@@ -114,7 +116,7 @@ pub enum Decision {
     /// Not protected, or a good password (the user).
     Pass(Option<String>),
     /// 401 with this realm's challenge.
-    Challenge(&'static str),
+    Challenge(Rc<str>),
     /// 429: too many failures for this user from this address.
     Limited,
     /// 503: the verification queue is full.
@@ -168,7 +170,7 @@ struct File {
 
 /// Per-worker state: users per file, cached successes, failure counts.
 pub struct Auth {
-    realms: &'static [Realm],
+    realms: Vec<Realm>,
     files: Vec<Option<File>>,
     /// `(credentials tag, user, valid until)`; small, so a Vec (no hash map code in the binary).
     cache: Vec<(u64, String, Instant)>,
@@ -190,9 +192,9 @@ pub fn fail_share(slot: usize, workers: usize) -> u32 {
 }
 
 impl Auth {
-    pub fn new(realms: &'static [Realm], fail_limit: u32) -> Auth {
+    pub fn new(realms: &[Realm], fail_limit: u32) -> Auth {
         Auth {
-            realms,
+            realms: realms.to_vec(),
             files: realms.iter().map(|_| None).collect(),
             cache: Vec::new(),
             failures: Vec::new(),
@@ -213,9 +215,9 @@ impl Auth {
         let Some(i) = self.realms.iter().position(|r| under(path, &r.prefix)) else {
             return Decision::Pass(None);
         };
-        let realm: &'static Realm = &self.realms[i];
+        let realm = self.realms[i].name.clone();
         let Some(header) = req.get(Field::Authorization) else {
-            return Decision::Challenge(&realm.name);
+            return Decision::Challenge(realm);
         };
         let tag = self.tag(i, header);
         if let Some(v) = verdict.filter(|v| v.tag == tag) {
@@ -229,9 +231,9 @@ impl Auth {
             log::warn!(
                 "auth: wrong password for user {:?} from {client} (realm {:?})",
                 v.user,
-                realm.name
+                realm
             );
-            return Decision::Challenge(&realm.name);
+            return Decision::Challenge(realm);
         }
         // A changed password file clears the cache, so check it first. A
         // cached login passes even while its address and user are limited:
@@ -246,9 +248,9 @@ impl Auth {
             // Nothing to hash and nothing guessed: not counted.
             log::warn!(
                 "auth: malformed credentials from {client} (realm {:?})",
-                realm.name
+                realm
             );
-            return Decision::Challenge(&realm.name);
+            return Decision::Challenge(realm);
         };
         // Per address and user, not per address: behind a proxy every client
         // has one address, and one guesser must not lock every user out.
@@ -263,7 +265,7 @@ impl Auth {
         if !known {
             log::warn!(
                 "auth: unknown user {user:?} from {client} (realm {:?})",
-                realm.name
+                realm
             );
         }
         let Some((answer, again)) = submit(password, hash, tag) else {
@@ -719,10 +721,7 @@ mod tests {
     #[test]
     fn realms_parse() {
         let r = parse_realm("/admin/ \"Device admin\" /etc/marmoset/htpasswd").unwrap();
-        assert_eq!(
-            (r.prefix.as_str(), r.name.as_str()),
-            ("/admin/", "Device admin")
-        );
+        assert_eq!((r.prefix.as_str(), &*r.name), ("/admin/", "Device admin"));
         assert!(parse_realm("/admin/ Device /x").is_err());
         assert!(parse_realm("/admin/ \"x\\\" /x").is_err());
     }

@@ -260,7 +260,7 @@ fn not_allowed(site: &Site, allow: &'static str, name: &str) -> Response {
     finish(site, r, name)
 }
 
-fn challenge(site: &Site, realm: &'static str, name: &str) -> Response {
+fn challenge(site: &Site, realm: Rc<str>, name: &str) -> Response {
     let mut r = Response::status(Status::Unauthorized);
     r.status_header = Some(StatusHeader::Challenge(realm));
     finish(site, r, name)
