@@ -7,6 +7,7 @@
 
 use std::net::{Shutdown, SocketAddr};
 use std::os::unix::fs::FileExt;
+use std::rc::Rc;
 use std::time::Instant;
 
 use futures_lite::future;
@@ -41,7 +42,7 @@ use crate::server::state::Worker;
 /// set up before the future is made and used in place, so the task holds
 /// it once, not also the arguments it was made from.
 pub fn serve(
-    w: &'static Worker,
+    w: Rc<Worker>,
     stream: Stream,
     peer: SocketAddr,
     slot: Slot,
@@ -63,13 +64,14 @@ pub fn serve(
 }
 
 struct Conn {
-    w: &'static Worker,
     sock: Sock,
     local: SocketAddr,
     input: Input,
     served: u32,
     /// The current request's first line, kept when there is an access log.
     request_line: Option<Vec<u8>>,
+    /// The generation that accepted it, kept until the connection ends.
+    w: Rc<Worker>,
     /// Last, so that it is given back after the socket is closed.
     _slot: Slot,
 }
@@ -123,7 +125,7 @@ enum Next {
 
 impl Conn {
     fn open(
-        w: &'static Worker,
+        w: Rc<Worker>,
         stream: Stream,
         peer: SocketAddr,
         slot: Slot,
@@ -143,7 +145,6 @@ impl Conn {
             },
         };
         Some(Conn {
-            w,
             sock: Sock {
                 stream,
                 send_timeout: w.config.send_timeout,
@@ -156,6 +157,7 @@ impl Conn {
             input: Input::new(w.pool.clone()),
             served: 0,
             request_line: None,
+            w,
             _slot: slot,
         })
     }
@@ -194,8 +196,8 @@ impl Conn {
             }
             // One request's work is placed apart: an idle connection's task
             // then holds only the small wait above.
-            let frames = &self.w.frames;
-            match frames.place(self.serve_one()).await {
+            let w = self.w.clone();
+            match w.frames.place(self.serve_one()).await {
                 Ok(Some(sent)) => {
                     self.log(&sent);
                     if !sent.keep_alive {
@@ -437,7 +439,7 @@ impl Conn {
     async fn run_proxy(&mut self, forward: Forward, meta: Meta) -> Result<Sent, End> {
         self.input.consume(meta.head_len);
         let reply = meta.reply;
-        let config = self.w.config;
+        let config = &self.w.config;
         let exchange = proxied::Exchange {
             sock: &self.sock,
             pool: &self.w.proxy,
