@@ -40,9 +40,9 @@ impl RuleLine {
         RuleLine(format!("\r\n{name}: {value}"))
     }
 
-    /// The line to put in a response (the config lives as long as the worker).
-    pub fn line(&'static self) -> HeaderLine {
-        HeaderLine(&self.0)
+    /// The line as a head carries it.
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 
     /// The header's name.
@@ -69,7 +69,9 @@ pub const RETRY_SOON: HeaderLine = HeaderLine::new("\r\nRetry-After: 5");
 /// remove, and the lines they add, in order.
 #[derive(Debug, Default)]
 pub struct RuleLines {
-    names: Vec<&'static str>,
+    /// Its own copies: these outlive the configuration they come from
+    /// when a reload replaces it.
+    names: Vec<Box<str>>,
     /// The Cache-Control line, then the rules' lines, joined: one copy into
     /// the head (each copy is a libc memcpy call).
     text: String,
@@ -82,15 +84,15 @@ impl RuleLines {
     /// The lines of a set of rules: the names they replace or remove, the
     /// Cache-Control line (if one applies), then the lines they add.
     pub fn new(
-        names: Vec<&'static str>,
-        cache_control: Option<HeaderLine>,
-        lines: &[HeaderLine],
+        names: Vec<&str>,
+        cache_control: Option<&RuleLine>,
+        lines: &[&RuleLine],
     ) -> RuleLines {
-        let cc = cache_control.map_or("", HeaderLine::as_str);
+        let cc = cache_control.map_or("", RuleLine::as_str);
         let mut text = String::from(cc);
         lines.iter().for_each(|l| text.push_str(l.as_str()));
         RuleLines {
-            names,
+            names: names.into_iter().map(Box::from).collect(),
             text,
             cache_control_len: cc.len(),
         }

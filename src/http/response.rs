@@ -70,7 +70,7 @@ pub enum StatusHeader {
     /// 405: the methods the path takes.
     Allow(&'static str),
     /// 401: the realm of the Basic challenge.
-    Challenge(&'static str),
+    Challenge(Rc<str>),
     /// 206 and 416.
     ContentRange(ContentRange),
 }

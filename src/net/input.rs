@@ -2,6 +2,7 @@
 //! head, the start of a body, a pipelined request. The head buffer is held
 //! only while bytes are pending, so an idle connection holds none.
 
+use std::rc::Rc;
 use std::time::Instant;
 
 use crate::limits::HEAD_BUF;
@@ -9,14 +10,14 @@ use crate::net::buffers::Pool;
 use crate::net::sock::{End, Sock};
 
 pub struct Input {
-    pool: &'static Pool,
+    pool: Rc<Pool>,
     buf: Option<Box<[u8; HEAD_BUF]>>,
     /// Bytes of `buf` that are valid.
     len: usize,
 }
 
 impl Input {
-    pub fn new(pool: &'static Pool) -> Input {
+    pub fn new(pool: Rc<Pool>) -> Input {
         Input {
             pool,
             buf: None,
@@ -36,8 +37,7 @@ impl Input {
     /// Reads more into the buffer, waiting until `deadline`; `Ok(0)` at the
     /// end of the stream, or when the buffer is full (a head too large).
     pub async fn read_more(&mut self, sock: &Sock, deadline: Instant) -> Result<usize, End> {
-        let pool = self.pool;
-        let buf = self.buf.get_or_insert_with(|| pool.head());
+        let buf = self.buf.get_or_insert_with(|| self.pool.head());
         if self.len == buf.len() {
             return Ok(0);
         }

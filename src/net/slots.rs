@@ -1,49 +1,58 @@
 //! A counted resource (connections, running scripts): a slot is taken as
-//! a guard and given back when the guard is dropped, on every path.
+//! a guard and given back when the guard is dropped, on every path. A slot
+//! holds its count, not a borrow of it, so it can go into a task of its own.
 
 use std::cell::Cell;
+use std::rc::Rc;
 
 use crate::net::notify::Notify;
 
-pub struct Slots {
+pub struct Slots(Rc<Count>);
+
+struct Count {
     taken: Cell<usize>,
     limit: usize,
     /// Woken each time a slot is given back.
-    pub freed: Notify,
+    freed: Notify,
 }
 
 /// One taken slot; dropping it gives it back.
-pub struct Slot<'a>(&'a Slots);
+pub struct Slot(Rc<Count>);
 
 impl Slots {
     pub fn new(limit: usize) -> Slots {
-        Slots {
+        Slots(Rc::new(Count {
             taken: Cell::new(0),
             limit: limit.max(1),
             freed: Notify::default(),
-        }
+        }))
     }
 
     /// A slot, or `None` when all are taken.
-    pub fn take(&self) -> Option<Slot<'_>> {
-        let taken = self.taken.get();
-        if taken >= self.limit {
+    pub fn take(&self) -> Option<Slot> {
+        let taken = self.0.taken.get();
+        if taken >= self.0.limit {
             return None;
         }
-        self.taken.set(taken + 1);
-        Some(Slot(self))
+        self.0.taken.set(taken + 1);
+        Some(Slot(self.0.clone()))
+    }
+
+    /// Woken each time a slot is given back.
+    pub fn freed(&self) -> &Notify {
+        &self.0.freed
     }
 
     pub fn in_use(&self) -> usize {
-        self.taken.get()
+        self.0.taken.get()
     }
 
     pub fn is_full(&self) -> bool {
-        self.taken.get() >= self.limit
+        self.0.taken.get() >= self.0.limit
     }
 }
 
-impl Drop for Slot<'_> {
+impl Drop for Slot {
     fn drop(&mut self) {
         self.0.taken.set(self.0.taken.get() - 1);
         self.0.freed.notify_all();

@@ -9,6 +9,7 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::net::TcpStream;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use rustls::server::UnbufferedServerConnection;
@@ -37,7 +38,7 @@ const HANDSHAKE_ROOM: usize = 4096;
 
 pub struct Tls {
     conn: UnbufferedServerConnection,
-    pool: &'static Pool,
+    pool: Rc<Pool>,
     /// Received, not yet decrypted: part of a record.
     incoming: Vec<u8>,
     /// Decrypted and not yet read, from `read_at`.
@@ -69,7 +70,7 @@ enum Job<'a> {
 }
 
 impl Tls {
-    pub fn new(config: Arc<ServerConfig>, pool: &'static Pool) -> Result<Tls, Broken> {
+    pub fn new(config: Arc<ServerConfig>, pool: Rc<Pool>) -> Result<Tls, Broken> {
         let conn = UnbufferedServerConnection::new(config).map_err(|e| {
             log::warn!("TLS: {}", why(&e));
             Broken
@@ -255,7 +256,7 @@ impl Tls {
         self.fresh &= self.incoming.is_empty();
         let mut job = Some(job);
         loop {
-            let pool = self.pool;
+            let pool = &*self.pool;
             let Tls {
                 conn,
                 incoming,
@@ -357,7 +358,7 @@ impl Tls {
     /// rustls is given the same received bytes again: it counts its
     /// progress through them, and slicing a shorter buffer panics.
     fn queue_alert(&mut self) {
-        let pool = self.pool;
+        let pool = &*self.pool;
         let Tls {
             conn,
             out,
@@ -435,7 +436,7 @@ mod tests {
 
     #[test]
     fn waiting_for_the_client_holds_no_record_buffer() {
-        let pool: &'static Pool = Box::leak(Box::default());
+        let pool = Rc::new(Pool::default());
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();

@@ -12,6 +12,7 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Instant, SystemTime};
 
@@ -35,7 +36,8 @@ const FORMATS: [&str; 7] = ["$apr1$", "$1$", "$5$", "$6$", "$2b$", "$2y$", "$2a$
 #[derive(Debug, Clone, PartialEq)]
 pub struct Realm {
     pub prefix: String,
-    pub name: String,
+    /// Shared with the challenges that carry it.
+    pub name: Rc<str>,
     pub file: PathBuf,
 }
 
@@ -114,7 +116,7 @@ pub enum Decision {
     /// Not protected, or a good password (the user).
     Pass(Option<String>),
     /// 401 with this realm's challenge.
-    Challenge(&'static str),
+    Challenge(Rc<str>),
     /// 429: too many failures from this client (address, or IPv6 /64).
     Limited,
     /// 503: the verification queue is full.
@@ -172,7 +174,7 @@ struct File {
 
 /// Per-worker state: users per file, cached successes, failure counts.
 pub struct Auth {
-    realms: &'static [Realm],
+    realms: Vec<Realm>,
     files: Vec<Option<File>>,
     /// `(credentials tag, user, valid until)`; small, so a Vec (no hash map code in the binary).
     cache: Vec<(u64, String, Instant)>,
@@ -191,9 +193,9 @@ pub fn fail_share(slot: usize, workers: usize) -> u32 {
 }
 
 impl Auth {
-    pub fn new(realms: &'static [Realm], fail_limit: u32) -> Auth {
+    pub fn new(realms: &[Realm], fail_limit: u32) -> Auth {
         Auth {
-            realms,
+            realms: realms.to_vec(),
             files: realms.iter().map(|_| None).collect(),
             cache: Vec::new(),
             failures: Failures::new(fail_limit),
@@ -217,7 +219,7 @@ impl Auth {
         else {
             return Decision::Pass(None);
         };
-        let realm: &'static Realm = &self.realms[i];
+        let realm = self.realms[i].name.clone();
         let header = req.get(Field::Authorization);
         let tag = header.map(|h| self.tag(i, h));
         // The answer to a check this request started: given even if the
@@ -233,9 +235,9 @@ impl Auth {
             log::warn!(
                 "auth: wrong password for user {:?} from {client} (realm {:?})",
                 v.user,
-                realm.name
+                realm
             );
-            return Decision::Challenge(&realm.name);
+            return Decision::Challenge(realm);
         }
         // Before the cache: a held client's answers must not depend on its
         // guess, or a guess matching a login cached for its owner would
@@ -246,7 +248,7 @@ impl Auth {
             return Decision::Limited;
         }
         let (Some(header), Some(tag)) = (header, tag) else {
-            return Decision::Challenge(&realm.name);
+            return Decision::Challenge(realm);
         };
         // A changed password file clears the cache, so check it first.
         self.file(i);
@@ -259,9 +261,9 @@ impl Auth {
             // Nothing to hash and nothing guessed: not counted.
             log::warn!(
                 "auth: malformed credentials from {client} (realm {:?})",
-                realm.name
+                realm
             );
-            return Decision::Challenge(&realm.name);
+            return Decision::Challenge(realm);
         };
         let file = self.file(i);
         let known = file.users.iter().find(|(u, _)| *u == user);
@@ -270,7 +272,7 @@ impl Auth {
         if !known {
             log::warn!(
                 "auth: unknown user {user:?} from {client} (realm {:?})",
-                realm.name
+                realm
             );
         }
         let Some((answer, again)) = submit(password, hash, tag) else {
@@ -698,10 +700,7 @@ mod tests {
     #[test]
     fn realms_parse() {
         let r = parse_realm("/admin/ \"Device admin\" /etc/marmoset/htpasswd").unwrap();
-        assert_eq!(
-            (r.prefix.as_str(), r.name.as_str()),
-            ("/admin/", "Device admin")
-        );
+        assert_eq!((r.prefix.as_str(), &*r.name), ("/admin/", "Device admin"));
         assert!(parse_realm("/admin/ Device /x").is_err());
         assert!(parse_realm("/admin/ \"x\\\" /x").is_err());
     }

@@ -2,7 +2,7 @@
 //! pattern, redirects, error pages, the SPA fallback and directory listing.
 //! Built-in defaults suit a device UI; the config adds to or overrides them.
 
-use crate::http::header::{HeaderLine, RuleLine, RuleLines};
+use crate::http::header::{RuleLine, RuleLines};
 use crate::http::status::Status;
 
 /// Which paths a rule applies to.
@@ -267,18 +267,18 @@ impl Rules {
     }
 
     /// What the rules a path matched do to a response for it.
-    pub fn lines_for(&'static self, m: Matched) -> RuleLines {
-        let mut cache_control = self.cache_line(m).map(RuleLine::line);
-        let mut names: Vec<&'static str> = Vec::new();
-        let mut lines: Vec<HeaderLine> = Vec::new();
+    pub fn lines_for(&self, m: Matched) -> RuleLines {
+        let mut cache_control = self.cache_line(m);
+        let mut names: Vec<&str> = Vec::new();
+        let mut lines: Vec<&RuleLine> = Vec::new();
         let actions = self.headers.iter().enumerate();
         for (_, (_, action)) in actions.filter(|(i, _)| m.headers & (1 << i) != 0) {
             let (name, line) = match action {
-                HeaderAction::Set(line) => (line.name(), Some(line.line())),
+                HeaderAction::Set(line) => (line.name(), Some(line)),
                 HeaderAction::Remove(name) => (name.as_str(), None),
             };
             // A later rule for the same name replaces or removes an earlier one's line.
-            lines.retain(|l| !l.is_named(name));
+            lines.retain(|l| !l.name().eq_ignore_ascii_case(name));
             if name.eq_ignore_ascii_case("cache-control") {
                 cache_control = None;
             }
@@ -377,6 +377,7 @@ fn site_path(p: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::header::HeaderLine;
 
     #[test]
     fn content_hashes() {
@@ -474,7 +475,7 @@ mod tests {
             r.apply("header", "* X-One-Too-Many: x"),
             Err("at most 61 header rules".into())
         );
-        let rules: &'static Rules = Box::leak(Box::new(r));
+        let rules = &r;
         let head = written(rules, "a.html", &[], false);
         assert_eq!(
             head.matches("\r\n").count(),
@@ -485,7 +486,7 @@ mod tests {
     }
 
     /// The head lines `own` get for `path` under `rules`.
-    fn written(rules: &'static Rules, path: &str, own: &[HeaderLine], is_file: bool) -> String {
+    fn written(rules: &Rules, path: &str, own: &[HeaderLine], is_file: bool) -> String {
         let mut out = Vec::new();
         rules
             .lines_for(rules.matched(path))
@@ -500,7 +501,7 @@ mod tests {
         r.apply("header", "*.svg Vary: Origin").unwrap();
         r.apply("header", "*.svg X-A: 1").unwrap();
         r.apply("header", "*.svg x-a: 2").unwrap();
-        let rules: &'static Rules = Box::leak(Box::new(r));
+        let rules = &r;
         let vary = HeaderLine::new("\r\nVary: Accept-Encoding");
         let gzip = HeaderLine::new("\r\nContent-Encoding: gzip");
         let defaults = "\r\nX-Content-Type-Options: nosniff\r\nReferrer-Policy: same-origin";
@@ -529,7 +530,7 @@ mod tests {
         let mut r = Rules::default();
         r.apply("header", "*.js Cache-Control: private").unwrap();
         r.apply("header", "*.css -Cache-Control").unwrap();
-        let rules: &'static Rules = Box::leak(Box::new(r));
+        let rules = &r;
         let cc = |path| {
             written(rules, path, &[], true)
                 .matches("Cache-Control")

@@ -143,7 +143,7 @@ impl Supervisor {
         match unsafe { fork() }? {
             ForkResult::Child => {
                 // The child's copy of the supervisor is not used again: take its config.
-                let config: &'static Config = Box::leak(Box::new(std::mem::take(&mut self.config)));
+                let config = std::mem::take(&mut self.config);
                 let mine = std::mem::take(&mut self.sockets[slot]);
                 // The other slots' sockets belong to the other workers.
                 self.sockets.clear();

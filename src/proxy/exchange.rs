@@ -33,7 +33,7 @@ use crate::proxy::tunnel;
 #[derive(Clone, Copy)]
 pub struct Exchange<'a> {
     pub sock: &'a Sock,
-    pub pool: &'static Pool,
+    pub pool: &'a Pool,
     pub buffers: &'a buffers::Pool,
     pub clock: &'a Clock,
     pub settings: &'a Settings,

@@ -35,11 +35,11 @@ pub struct Lease {
     pub stream: Stream,
     /// It carried an earlier request.
     pub reused: bool,
-    _slot: Slot<'static>,
+    _slot: Slot,
     /// The client's share while it uses the connection; none while kept.
-    share: Option<Share<'static>>,
+    share: Option<Share>,
     /// Its place among the long-lived answers, once it carries one.
-    long: Cell<Option<Slot<'static>>>,
+    long: Cell<Option<Slot>>,
 }
 
 /// Why no connection could be had.
@@ -63,7 +63,7 @@ impl Pool {
 
     /// Counts `lease` among the long-lived answers; false when they are
     /// at their limit.
-    pub fn go_long(&'static self, lease: &Lease) -> bool {
+    pub fn go_long(&self, lease: &Lease) -> bool {
         let slot = match lease.long.take() {
             Some(s) => s,
             None => match self.long.take() {
@@ -77,7 +77,7 @@ impl Pool {
 
     /// A kept connection to route `route`'s backend, else a new one.
     pub async fn take(
-        &'static self,
+        &self,
         route: usize,
         address: &Address,
         client: Client,
@@ -105,7 +105,7 @@ impl Pool {
     /// A new connection, closing an idle one (to any backend) when the
     /// limit is reached.
     pub async fn connect(
-        &'static self,
+        &self,
         address: &Address,
         client: Client,
         deadlines: &Deadlines,
@@ -116,9 +116,9 @@ impl Pool {
     }
 
     async fn open_new(
-        &'static self,
+        &self,
         address: &Address,
-        share: Share<'static>,
+        share: Share,
         deadlines: &Deadlines,
         until: Instant,
     ) -> Result<Lease, Unavailable> {

@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::net::IpAddr;
+use std::rc::Rc;
 
 /// A client address as the shares count it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,44 +26,47 @@ impl From<IpAddr> for Client {
     }
 }
 
-pub struct Shares {
+pub struct Shares(Rc<Held>);
+
+struct Held {
     /// The addresses holding connections, each with how many (never 0).
-    held: RefCell<Vec<(Client, usize)>>,
+    by_client: RefCell<Vec<(Client, usize)>>,
     per_client: usize,
 }
 
-/// One connection counted for a client; dropping it gives it back.
-pub struct Share<'a> {
-    shares: &'a Shares,
+/// One connection counted for a client; dropping it gives it back. It
+/// holds the count, not a borrow of it, as a slot does (`net/slots.rs`).
+pub struct Share {
+    held: Rc<Held>,
     client: Client,
 }
 
 impl Shares {
     pub fn new(per_client: usize) -> Shares {
-        Shares {
-            held: RefCell::new(Vec::new()),
+        Shares(Rc::new(Held {
+            by_client: RefCell::new(Vec::new()),
             per_client: per_client.max(1),
-        }
+        }))
     }
 
     /// A share for `client`, or `None` when it holds all its own.
-    pub fn take(&self, client: Client) -> Option<Share<'_>> {
-        let mut held = self.held.borrow_mut();
+    pub fn take(&self, client: Client) -> Option<Share> {
+        let mut held = self.0.by_client.borrow_mut();
         match held.iter_mut().find(|(c, _)| *c == client) {
-            Some((_, n)) if *n >= self.per_client => return None,
+            Some((_, n)) if *n >= self.0.per_client => return None,
             Some((_, n)) => *n += 1,
             None => held.push((client, 1)),
         }
         Some(Share {
-            shares: self,
+            held: self.0.clone(),
             client,
         })
     }
 }
 
-impl Drop for Share<'_> {
+impl Drop for Share {
     fn drop(&mut self) {
-        let mut held = self.shares.held.borrow_mut();
+        let mut held = self.held.by_client.borrow_mut();
         if let Some(i) = held.iter().position(|(c, _)| *c == self.client) {
             held[i].1 -= 1;
             if held[i].1 == 0 {
@@ -90,7 +94,10 @@ mod tests {
         assert!(shares.take(client("192.0.2.2")).is_some());
         drop(held);
         assert!(shares.take(a).is_some(), "given back");
-        assert!(shares.held.borrow().is_empty(), "no entry left behind");
+        assert!(
+            shares.0.by_client.borrow().is_empty(),
+            "no entry left behind"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use std::net::{Shutdown, SocketAddr};
 use std::os::unix::fs::FileExt;
+use std::rc::Rc;
 use std::time::Instant;
 
 use futures_lite::future;
@@ -41,10 +42,10 @@ use crate::server::state::Worker;
 /// set up before the future is made and used in place, so the task holds
 /// it once, not also the arguments it was made from.
 pub fn serve(
-    w: &'static Worker,
+    w: Rc<Worker>,
     stream: Stream,
     peer: SocketAddr,
-    slot: Slot<'static>,
+    slot: Slot,
     #[cfg(feature = "tls")] tls: Option<std::sync::Arc<rustls::ServerConfig>>,
 ) -> impl Future<Output = ()> + 'static {
     let mut conn = Conn::open(
@@ -63,15 +64,16 @@ pub fn serve(
 }
 
 struct Conn {
-    w: &'static Worker,
     sock: Sock,
     local: SocketAddr,
     input: Input,
     served: u32,
     /// The current request's first line, kept when there is an access log.
     request_line: Option<Vec<u8>>,
+    /// The generation that accepted it, kept until the connection ends.
+    w: Rc<Worker>,
     /// Last, so that it is given back after the socket is closed.
-    _slot: Slot<'static>,
+    _slot: Slot,
 }
 
 /// What went out for one request: the record the access log gets.
@@ -123,10 +125,10 @@ enum Next {
 
 impl Conn {
     fn open(
-        w: &'static Worker,
+        w: Rc<Worker>,
         stream: Stream,
         peer: SocketAddr,
-        slot: Slot<'static>,
+        slot: Slot,
         #[cfg(feature = "tls")] tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     ) -> Option<Conn> {
         let local = stream.get_ref().local_addr().unwrap_or(peer);
@@ -134,12 +136,15 @@ impl Conn {
         let records = match tls {
             None => Records::Plain,
             Some(config) => Records::User {
-                tls: Box::new(crate::net::tls::Tls::new(config, &w.pool).ok()?.into()),
+                tls: Box::new(
+                    crate::net::tls::Tls::new(config, w.pool.clone())
+                        .ok()?
+                        .into(),
+                ),
                 to_kernel: crate::net::ktls::support(),
             },
         };
         Some(Conn {
-            w,
             sock: Sock {
                 stream,
                 send_timeout: w.config.send_timeout,
@@ -149,9 +154,10 @@ impl Conn {
                 records,
             },
             local,
-            input: Input::new(&w.pool),
+            input: Input::new(w.pool.clone()),
             served: 0,
             request_line: None,
+            w,
             _slot: slot,
         })
     }
@@ -190,8 +196,8 @@ impl Conn {
             }
             // One request's work is placed apart: an idle connection's task
             // then holds only the small wait above.
-            let frames = &self.w.frames;
-            match frames.place(self.serve_one()).await {
+            let w = self.w.clone();
+            match w.frames.place(self.serve_one()).await {
                 Ok(Some(sent)) => {
                     self.log(&sent);
                     if !sent.keep_alive {
@@ -433,7 +439,7 @@ impl Conn {
     async fn run_proxy(&mut self, forward: Forward, meta: Meta) -> Result<Sent, End> {
         self.input.consume(meta.head_len);
         let reply = meta.reply;
-        let config = self.w.config;
+        let config = &self.w.config;
         let exchange = proxied::Exchange {
             sock: &self.sock,
             pool: &self.w.proxy,

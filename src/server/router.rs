@@ -45,7 +45,7 @@ use crate::proxy::outgoing::{self, Forward};
 type KeptListing = (String, Instant, Rc<[u8]>);
 
 pub struct Site {
-    pub config: &'static Config,
+    pub config: Rc<Config>,
     pub root: Root,
     auth: RefCell<Auth>,
     /// What the rules do to a head, made once for each set of matching
@@ -61,15 +61,15 @@ pub struct Site {
 
 impl Site {
     /// The site of worker `slot` of `workers`.
-    pub fn new(config: &'static Config, slot: usize, workers: usize) -> Site {
+    pub fn new(config: Rc<Config>, slot: usize, workers: usize) -> Site {
         Site {
-            config,
             root: Root::new(&config.root, config.symlinks),
             auth: RefCell::new(Auth::new(&config.realms, auth::fail_share(slot, workers))),
             rule_lines: RefCell::new(Vec::new()),
             listing: RefCell::new(None),
             #[cfg(feature = "tls")]
             https_port: None,
+            config,
         }
     }
 
@@ -277,7 +277,7 @@ fn not_allowed(site: &Site, allow: &'static str, name: &str) -> Response {
     finish(site, r, name)
 }
 
-fn challenge(site: &Site, realm: &'static str, name: &str) -> Response {
+fn challenge(site: &Site, realm: Rc<str>, name: &str) -> Response {
     let mut r = Response::status(Status::Unauthorized);
     r.status_header = Some(StatusHeader::Challenge(realm));
     finish(site, r, name)
@@ -620,8 +620,7 @@ mod tests {
 
     #[test]
     fn paths_that_match_the_same_rules_share_their_lines() {
-        let config: &'static Config = Box::leak(Box::default());
-        let site = Site::new(config, 0, 1);
+        let site = Site::new(Rc::default(), 0, 1);
         // Two missing pages, as a scan of a device would ask for.
         let a = site.rule_lines("wp-login.php");
         let b = site.rule_lines("admin/setup.cgi");

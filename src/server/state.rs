@@ -1,6 +1,9 @@
-//! What a worker's connections share. Lives for the whole process.
+//! What a worker's connections share: one generation of the server. Each
+//! connection and task of the generation holds it, and the last one to end
+//! frees it, the configuration with it.
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use crate::config::Config;
 use crate::http::clock::Clock;
@@ -15,12 +18,12 @@ use crate::server::frames::Frames;
 use crate::server::router::Site;
 
 pub struct Worker {
-    pub config: &'static Config,
+    pub config: Rc<Config>,
     pub site: Site,
     pub clock: Clock,
     /// Shared by every generation of a process (one alarm drives it).
     pub deadlines: &'static Deadlines,
-    pub pool: Pool,
+    pub pool: Rc<Pool>,
     /// Memory for the future serving one request, reused.
     pub frames: Frames,
     pub access_log: RefCell<AccessLog>,
@@ -44,22 +47,24 @@ pub struct Worker {
     /// What TLS connections share, when a listener speaks TLS.
     #[cfg(feature = "tls")]
     pub tls: Option<crate::tls::acceptor::Acceptor>,
+    /// Which configuration of the process this is: 1 at the start, one
+    /// more at each reload (named in the log when it is freed).
+    pub generation: u32,
 }
 
 impl Worker {
     /// Worker `slot` of `workers`, each with its share of the limits.
     pub fn new(
-        config: &'static Config,
+        config: Rc<Config>,
         slot: usize,
         workers: usize,
         deadlines: &'static Deadlines,
     ) -> Worker {
         Worker {
-            config,
-            site: Site::new(config, slot, workers),
+            site: Site::new(config.clone(), slot, workers),
             clock: Clock::new(config.server_name.as_deref()),
             deadlines,
-            pool: Pool::default(),
+            pool: Rc::default(),
             frames: Frames::default(),
             access_log: RefCell::new(AccessLog::open(&config.access_log)),
             connections: Slots::new(config.max_connections.div_ceil(workers)),
@@ -73,6 +78,8 @@ impl Worker {
             child_exited: Notify::default(),
             #[cfg(feature = "tls")]
             tls: None,
+            generation: 1,
+            config,
         }
     }
 
@@ -102,16 +109,22 @@ impl Worker {
     /// Waits until every connection has ended.
     pub async fn all_connections_closed(&self) {
         while self.connections.in_use() > 0 {
-            self.connections.freed.notified().await;
+            self.connections.freed().notified().await;
         }
     }
 
     /// Closes what a generation replaced by a reload still holds open once
-    /// its last connection has ended (its memory stays: a few KiB), kept
-    /// backend connections included.
+    /// its last connection has ended, kept backend connections included;
+    /// its memory goes with the last task that holds it.
     pub fn release(&self) {
         self.site.root.close();
         self.proxy.close_idle();
         *self.access_log.borrow_mut() = AccessLog::Off;
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        log::debug!("generation {} freed", self.generation);
     }
 }

@@ -3,11 +3,12 @@
 //! connection limit, and stops gracefully on SIGTERM. With `workers 1` it is
 //! the whole server in one process and reloads in place: a SIGHUP starts a
 //! new generation (configuration, root, file cache, access log) for new
-//! connections while the old one finishes its own.
+//! connections while the old one finishes its own. A generation is shared
+//! by the tasks that use it, and freed when the last of them ends.
 
 use std::net::TcpListener;
 use std::os::fd::OwnedFd;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use async_executor::LocalExecutor;
 use async_io::{Async, Timer};
@@ -78,7 +79,7 @@ impl Shared {
 
 /// Runs a forked worker until it is told to stop; never returns.
 pub fn run(
-    config: &'static Config,
+    config: Config,
     listeners: Vec<OwnedFd>,
     slot: usize,
     workers: usize,
@@ -87,6 +88,7 @@ pub fn run(
     sys::die_with_parent();
     let role = Role::Forked;
     let place = Place { slot, workers };
+    let config = Rc::new(config);
     std::process::exit(serve(config, listeners, place, role, |_| Ok(()), shared))
 }
 
@@ -96,8 +98,14 @@ pub fn run_alone(config: Config, listeners: Vec<OwnedFd>, prepare: Prepare, shar
         slot: 0,
         workers: 1,
     };
-    let config = Box::leak(Box::new(config));
-    serve(config, listeners, place, Role::Alone, prepare, shared)
+    serve(
+        Rc::new(config),
+        listeners,
+        place,
+        Role::Alone,
+        prepare,
+        shared,
+    )
 }
 
 /// Which worker of how many.
@@ -108,7 +116,7 @@ struct Place {
 }
 
 fn serve(
-    config: &'static Config,
+    config: Rc<Config>,
     listeners: Vec<OwnedFd>,
     place: Place,
     role: Role,
@@ -117,10 +125,10 @@ fn serve(
 ) -> i32 {
     let deadlines: &'static Deadlines = Box::leak(Box::default());
     #[cfg(feature = "tls")]
-    let https_port = https_port(config, &listeners);
+    let https_port = https_port(&config, &listeners);
     #[cfg(not(feature = "tls"))]
     let https_port = None;
-    let worker = match generation(config, place, deadlines, https_port, &shared) {
+    let worker = match generation(config, place, deadlines, https_port, &shared, 1) {
         Ok(w) => w,
         Err(e) => {
             log::error!("{e}");
@@ -152,28 +160,29 @@ fn serve(
     )))
 }
 
-/// The state of one worker, or of one generation of the one process.
+/// The state of one worker, or of generation `number` of the one process.
 fn generation(
-    config: &'static Config,
+    config: Rc<Config>,
     place: Place,
     deadlines: &'static Deadlines,
     https_port: Option<u16>,
     shared: &Shared,
-) -> Result<&'static Worker, String> {
-    #[allow(unused_mut)]
+    number: u32,
+) -> Result<Rc<Worker>, String> {
     let mut worker = Worker::new(config, place.slot, place.workers, deadlines);
+    worker.generation = number;
     #[cfg(feature = "tls")]
     {
-        worker.tls = tls_acceptor(config, shared)?;
+        worker.tls = tls_acceptor(&worker.config, shared)?;
         worker.site.https_port = https_port;
     }
     #[cfg(not(feature = "tls"))]
     let _ = (https_port, shared);
-    Ok(Box::leak(Box::new(worker)))
+    Ok(Rc::new(worker))
 }
 
 async fn run_until_stopped(
-    first: &'static Worker,
+    first: Rc<Worker>,
     ex: Rc<LocalExecutor<'static>>,
     listeners: Vec<OwnedFd>,
     role: Role,
@@ -207,9 +216,11 @@ async fn run_until_stopped(
         }
     }
     let mut w = first;
-    start(w, &ex, &sockets, role);
-    // Generations replaced by a reload, finishing their connections.
-    let mut old: Vec<&'static Worker> = Vec::new();
+    start(&w, &ex, &sockets, role);
+    // Generations replaced by a reload, finishing their connections: held
+    // by those connections' tasks, not here, so each is freed when its
+    // last task ends.
+    let mut old: Vec<Weak<Worker>> = Vec::new();
     loop {
         // Not `read_with`: this future is `run`'s own, polled again on every
         // turn of the executor, and `read_with` reads again on every poll.
@@ -221,15 +232,15 @@ async fn run_until_stopped(
             },
             Err(e) => Err(Errno::from_raw(e.raw_os_error().unwrap_or(0))),
         };
-        old.retain(|g| g.connections.in_use() > 0);
+        old.retain(|g| g.strong_count() > 0);
         match signal.map(|s| Signal::try_from(s.ssi_signo as i32)) {
             Ok(Ok(Signal::SIGTERM | Signal::SIGINT)) => break,
             Ok(Ok(Signal::SIGHUP)) if role == Role::Alone => {
-                if let Some(next) = reload(w, prepare, &shared) {
+                if let Some(next) = reload(&w, prepare, &shared) {
                     w.set_retiring();
-                    old.push(w);
+                    old.push(Rc::downgrade(&w));
                     w = next;
-                    start(w, &ex, &sockets, role);
+                    start(&w, &ex, &sockets, role);
                 }
             }
             // A forked worker is replaced by the supervisor; a SIGHUP sent to
@@ -237,11 +248,12 @@ async fn run_until_stopped(
             Ok(Ok(Signal::SIGHUP)) => {
                 w.access_log.borrow_mut().reopen(&w.config.access_log);
                 #[cfg(feature = "tls")]
-                reload_tls(w);
+                reload_tls(&w);
             }
             Ok(Ok(Signal::SIGCHLD)) => {
                 old.iter()
-                    .chain([&w])
+                    .filter_map(Weak::upgrade)
+                    .chain([w.clone()])
                     .for_each(|g| g.child_exited.notify_all());
             }
             Ok(Ok(Signal::SIGALRM)) => w.deadlines.alarmed(),
@@ -254,26 +266,34 @@ async fn run_until_stopped(
     if role == Role::Alone {
         log::info!("stopping: finishing in-flight responses");
     }
-    old.push(w);
-    drain(&old).await;
+    let mut generations: Vec<Rc<Worker>> = old.iter().filter_map(Weak::upgrade).collect();
+    generations.push(w);
+    drain(&generations).await;
     0
 }
 
 /// The next generation, from the configuration as it is now; `None`
 /// (logged) keeps the running one.
-fn reload(w: &'static Worker, prepare: Prepare, shared: &Shared) -> Option<&'static Worker> {
-    let mut config = cli::reread(w.config)?;
+fn reload(w: &Worker, prepare: Prepare, shared: &Shared) -> Option<Rc<Worker>> {
+    let mut config = cli::reread(&w.config)?;
     #[cfg(feature = "tls")]
     let https_port = w.site.https_port;
     #[cfg(not(feature = "tls"))]
     let https_port = None;
     let made = prepare(&mut config).and_then(|()| {
-        let config: &'static Config = Box::leak(Box::new(config));
         let place = Place {
             slot: 0,
             workers: 1,
         };
-        generation(config, place, w.deadlines, https_port, shared)
+        let number = w.generation.wrapping_add(1);
+        generation(
+            Rc::new(config),
+            place,
+            w.deadlines,
+            https_port,
+            shared,
+            number,
+        )
     });
     made.map_err(|e| log::error!("reload failed, keeping the running configuration: {e}"))
         .ok()
@@ -285,15 +305,17 @@ fn reload(w: &'static Worker, prepare: Prepare, shared: &Shared) -> Option<&'sta
 /// then, once its last connection has ended, a forked worker exits and a
 /// generation of the one process closes its files. SIGTERM still drains.
 fn start(
-    w: &'static Worker,
+    w: &Rc<Worker>,
     ex: &Rc<LocalExecutor<'static>>,
     sockets: &[(Rc<Async<TcpListener>>, bool)],
     role: Role,
 ) {
+    let held = w.clone();
     ex.spawn(async move {
+        let w = held;
         let replaced = async {
             while !(w.is_retiring() && w.connections.in_use() == 0) {
-                future::or(w.stop.notified(), w.connections.freed.notified()).await;
+                future::or(w.stop.notified(), w.connections.freed().notified()).await;
             }
         };
         future::or(w.site.root.keep_current(), replaced).await;
@@ -304,13 +326,13 @@ fn start(
     })
     .detach();
     for (l, tls) in sockets {
-        ex.spawn(accept_loop(w, ex.clone(), l.clone(), *tls))
+        ex.spawn(accept_loop(w.clone(), ex.clone(), l.clone(), *tls))
             .detach();
     }
 }
 
 /// Stops accepting, closes idle connections and gives busy ones the grace period.
-async fn drain(generations: &[&'static Worker]) {
+async fn drain(generations: &[Rc<Worker>]) {
     generations.iter().for_each(|g| g.set_stopping());
     let Some(w) = generations.last() else {
         return;
@@ -335,7 +357,7 @@ async fn drain(generations: &[&'static Worker]) {
 }
 
 async fn accept_loop(
-    w: &'static Worker,
+    w: Rc<Worker>,
     ex: Rc<LocalExecutor<'static>>,
     listener: Rc<Async<TcpListener>>,
     tls: bool,
@@ -353,7 +375,7 @@ async fn accept_loop(
             if let Some(slot) = w.connections.take() {
                 break slot;
             }
-            wait_for_room(w, &listener).await;
+            wait_for_room(&w, &listener).await;
         };
         let accepted = future::or(async { Some(listener.accept().await) }, async {
             w.stop.notified().await;
@@ -365,7 +387,7 @@ async fn accept_loop(
             Some(Ok((stream, peer))) => {
                 sys::set_nodelay(stream.get_ref());
                 ex.spawn(conn::serve(
-                    w,
+                    w.clone(),
                     stream,
                     peer,
                     slot,
@@ -392,7 +414,7 @@ async fn accept_loop(
 /// waiting to be accepted, asks the connection idle longest to close.
 async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
     let arrived = future::or(async { listener.readable().await.is_ok() }, async {
-        future::or(w.connections.freed.notified(), w.stop.notified()).await;
+        future::or(w.connections.freed().notified(), w.stop.notified()).await;
         false
     })
     .await;
@@ -412,7 +434,7 @@ async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
         return;
     }
     let evicted = w.idle.evict_oldest();
-    let freed = future::or(w.connections.freed.notified(), w.stop.notified());
+    let freed = future::or(w.connections.freed().notified(), w.stop.notified());
     if evicted {
         freed.await;
     } else {
