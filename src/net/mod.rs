@@ -2,6 +2,7 @@
 //! deadlines, the deadline table, wake-ups, the buffer pool.
 
 pub(crate) mod buffers;
+pub(crate) mod client;
 pub(crate) mod deadline;
 pub(crate) mod hangup;
 pub(crate) mod idle;

@@ -23,7 +23,8 @@ use crate::http::request::{Field, Request};
 use crate::limits::{
     AUTH_CACHE_MAX, AUTH_CACHE_TTL, AUTH_FAIL_LIMIT, AUTH_FAIL_WINDOW, AUTH_QUEUE, AUTH_THREADS,
 };
-use crate::policy::failures::{Client, Counted, Failures};
+use crate::net::client::Client;
+use crate::policy::failures::{Counted, Failures};
 use crate::policy::prefix;
 
 /// For a realm without users: a hash of a real format, so that unknown

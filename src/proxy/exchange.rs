@@ -17,6 +17,7 @@ use crate::http::request::{BodyKind, Version};
 use crate::http::status::Status;
 use crate::limits::{HEAD_BUF, PROXY_GONE_GRACE, PROXY_LONG_AFTER};
 use crate::net::buffers;
+use crate::net::client::Client;
 use crate::net::hangup;
 use crate::net::input::Input;
 use crate::net::sock::{End, Sock};
@@ -27,7 +28,6 @@ use crate::proxy::pace::Pace;
 use crate::proxy::pool::{Lease, Pool, Unavailable};
 use crate::proxy::relay::{self, BodyError, Cut, ToClient, Waits};
 use crate::proxy::settings::{Address, Settings};
-use crate::proxy::share::Client;
 use crate::proxy::tunnel;
 
 #[derive(Clone, Copy)]
