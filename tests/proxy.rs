@@ -1045,56 +1045,29 @@ fn a_tunnel_holds_its_connection_slot_and_is_never_reclaimed_as_idle() {
 
 #[test]
 fn a_backend_named_by_host_name_is_an_error_at_its_line() {
-    let dir = TempDir::new("conf");
-    let run = |conf: &str| {
-        let path = dir.write("m.conf", conf);
-        let out = command()
-            .arg("--config")
-            .arg(&path)
-            .arg("--check-config")
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
-    let (code, err) =
-        run("root /tmp\nproxy /api/ unix:/run/api.sock\nproxy /b/ http://backend.lan:8080\n");
+    let (code, err) = check_conf(
+        "root /tmp\nproxy /api/ unix:/run/api.sock\nproxy /b/ http://backend.lan:8080\n",
+    );
     assert_eq!(code, Some(2));
     assert!(
         err.contains("m.conf:3: proxy: `http://backend.lan:8080`"),
         "{err}"
     );
-    let (code, err) = run(
+    let (code, err) = check_conf(
         "proxy /api/ http://localhost:8080\nproxy /b/ http://[::1]:81\nproxy-timeout 5\nproxy-max 8\nproxy-max-body 1048576\n",
     );
     assert_eq!(code, Some(0), "{err}");
-    let (code, err) = run("proxy-max-body lots\n");
+    let (code, err) = check_conf("proxy-max-body lots\n");
     assert_eq!(code, Some(2));
     assert!(err.contains("m.conf:1: proxy-max-body:"), "{err}");
 }
 
 #[test]
 fn the_tunnel_timeout_is_a_setting_checked_at_its_line() {
-    let dir = TempDir::new("conf");
-    let run = |conf: &str| {
-        let path = dir.write("m.conf", conf);
-        let out = command()
-            .arg("--config")
-            .arg(&path)
-            .arg("--check-config")
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
-    let (code, err) = run("proxy /api/ unix:/run/api.sock\nproxy-tunnel-timeout 600\n");
+    let (code, err) = check_conf("proxy /api/ unix:/run/api.sock\nproxy-tunnel-timeout 600\n");
     assert_eq!(code, Some(0), "{err}");
     for bad in ["0", "soon", "-1"] {
-        let (code, err) = run(&format!("root /tmp\nproxy-tunnel-timeout {bad}\n"));
+        let (code, err) = check_conf(&format!("root /tmp\nproxy-tunnel-timeout {bad}\n"));
         assert_eq!(code, Some(2), "{bad}: {err}");
         assert!(err.contains("m.conf:2: proxy-tunnel-timeout: "), "{err}");
     }
@@ -1258,16 +1231,8 @@ fn cross_origin_allow_opens_only_its_prefix() {
         assert_eq!(status_with(&server, "POST", path, &evil), 403, "{path}");
     }
     assert_eq!(backend.seen().len(), 2);
-    let conf = TempDir::new("cross-origin-conf");
-    let file = conf.write("m.conf", "cross-origin /api/ maybe\n");
-    let out = command()
-        .arg("--config")
-        .arg(&file)
-        .arg("--check-config")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let (code, stderr) = check_conf("cross-origin /api/ maybe\n");
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("m.conf:1") && stderr.contains("PREFIX allow"),
         "{stderr}"
@@ -1560,20 +1525,8 @@ fn a_client_leaving_before_the_answer_frees_its_backend_connection() {
 
 #[test]
 fn the_share_settings_are_errors_at_their_line() {
-    let dir = TempDir::new("conf");
-    let check = |conf: &str| {
-        let path = dir.write("m.conf", conf);
-        let out = command()
-            .arg("--config")
-            .arg(&path)
-            .arg("--check-config")
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        (out.status.code(), err)
-    };
     let good = "proxy-max 8\nproxy-max-per-client 2\nproxy-max-streams 4\nproxy-body-rate off\nproxy-body-rate 512\n";
-    assert_eq!(check(good).0, Some(0), "{}", check(good).1);
+    assert_eq!(check_conf(good).0, Some(0), "{}", check_conf(good).1);
     for (conf, at) in [
         (
             "proxy-max 8\nproxy-max-per-client 0\n",
@@ -1582,7 +1535,7 @@ fn the_share_settings_are_errors_at_their_line() {
         ("proxy-max-streams many\n", "m.conf:1: proxy-max-streams:"),
         ("\nproxy-body-rate 0\n", "m.conf:2: proxy-body-rate:"),
     ] {
-        let (code, err) = check(conf);
+        let (code, err) = check_conf(conf);
         assert_eq!(code, Some(2), "{conf}");
         assert!(err.contains(at), "{err}");
     }

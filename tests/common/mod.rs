@@ -90,6 +90,24 @@ impl TempDir {
     }
 }
 
+/// `--check-config` on `conf`, written to `m.conf` in a directory of its
+/// own: the exit status and stderr.
+pub fn check_conf(conf: &str) -> (Option<i32>, String) {
+    let dir = TempDir::new("conf");
+    let path = dir.write("m.conf", conf);
+    let out = command()
+        .arg("--config")
+        .arg(&path)
+        .arg("--check-config")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A shell script `cgi-bin/NAME` under `root`.
 pub fn script(root: &TempDir, name: &str, body: &str) {
     root.write_executable(&format!("cgi-bin/{name}"), format!("#!/bin/sh\n{body}"));
