@@ -78,7 +78,7 @@ fn a_stalled_reader_is_dropped_by_the_send_timeout() {
     let mut got = 0usize;
     let mut buf = vec![0u8; 1 << 16];
     loop {
-        match c.read(&mut buf) {
+        match read_some(&mut c, &mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => got += n,
         }
@@ -108,7 +108,10 @@ fn at_the_connection_limit_new_clients_wait_for_a_connection_to_go_idle() {
         .set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
     let mut byte = [0u8; 1];
-    assert!(waiting.read(&mut byte).is_err(), "served beyond the limit");
+    assert!(
+        read_some(&mut waiting, &mut byte).is_err(),
+        "served beyond the limit"
+    );
     // `a` finishes its request and goes idle: it makes room.
     a.write_all(b"\r\n").unwrap();
     assert_eq!(read_response(&mut a, false).unwrap().status, 200);

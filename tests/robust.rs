@@ -159,7 +159,7 @@ fn exchange(port: u16, bytes: &[u8], wait: Duration) -> (Vec<u8>, bool) {
     let mut got = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
-        match c.read(&mut buf) {
+        match read_some(&mut c, &mut buf) {
             Ok(0) => return (got, true),
             Ok(n) => got.extend_from_slice(&buf[..n]),
             // A reset after the answer still ends the connection.
@@ -1018,14 +1018,14 @@ fn start_download(port: u16, path: &str, first: usize) -> (TcpStream, Parsed, Ve
         if let Some(i) = find(&got, b"\r\n\r\n") {
             break i + 4;
         }
-        let n = c.read(&mut buf).unwrap();
+        let n = read_some(&mut c, &mut buf).unwrap();
         assert!(n > 0, "closed before the head");
         got.extend_from_slice(&buf[..n]);
     };
     let head = parse_stream(&got[..head_end]).remove(0);
     let mut body = got[head_end..].to_vec();
     while body.len() < first {
-        let n = c.read(&mut buf).unwrap();
+        let n = read_some(&mut c, &mut buf).unwrap();
         assert!(n > 0, "closed early");
         body.extend_from_slice(&buf[..n]);
     }
@@ -1036,7 +1036,7 @@ fn start_download(port: u16, path: &str, first: usize) -> (TcpStream, Parsed, Ve
 fn finish_download(c: &mut TcpStream, mut body: Vec<u8>, limit: usize) -> (Vec<u8>, bool) {
     let mut buf = vec![0u8; 256 * 1024];
     while body.len() < limit {
-        match c.read(&mut buf) {
+        match read_some(c, &mut buf) {
             Ok(0) => return (body, true),
             Ok(n) => body.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (body, true),
@@ -1230,14 +1230,14 @@ fn one_request(c: &mut TcpStream, path: &str, want: &[u8]) -> Got {
         return Got::Nothing;
     }
     let mut first = [0u8; 1];
-    match c.read(&mut first) {
+    match read_some(c, &mut first) {
         Ok(1) => {}
         _ => return Got::Nothing,
     }
     let mut head = vec![first[0]];
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
-        match c.read(&mut byte) {
+        match read_some(c, &mut byte) {
             Ok(1) => head.push(byte[0]),
             _ => return Got::Broken(format!("head cut: {:?}", String::from_utf8_lossy(&head))),
         }

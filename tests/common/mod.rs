@@ -543,13 +543,29 @@ impl Response {
     }
 }
 
+/// One `read`, made again when a signal interrupted it. The harness's
+/// sockets have a read timeout (SO_RCVTIMEO), and the kernel never restarts
+/// such a read after a signal, whatever its handler's flags. A test process
+/// gets signals routinely: the SIGCHLD of a child (gzip, curl) that ends
+/// while the thread that started it still blocks signals (glibc's
+/// posix_spawn blocks them until the child has exec'd and the thread runs
+/// again) is queued for the whole process, and wakes another thread.
+pub fn read_some(c: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match c.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
+}
+
 /// Reads one response from a persistent connection (Content-Length framed,
 /// or to close). `head_only`: a HEAD answer has no body whatever its length.
 pub fn read_response(c: &mut impl Read, head_only: bool) -> Option<Response> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
-        match c.read(&mut byte) {
+        match read_some(c, &mut byte) {
             Ok(1) => head.push(byte[0]),
             _ => return None,
         }
@@ -599,7 +615,7 @@ fn read_line(c: &mut impl Read) -> Option<String> {
     let mut line = Vec::new();
     let mut byte = [0u8; 1];
     while !line.ends_with(b"\r\n") {
-        match c.read(&mut byte) {
+        match read_some(c, &mut byte) {
             Ok(1) => line.push(byte[0]),
             _ => return None,
         }
