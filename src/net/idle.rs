@@ -1,6 +1,9 @@
-//! Connections waiting for their next request, oldest first, so that at
-//! the connection limit the one idle longest can be asked to close and
-//! make room for a new client (nginx does the same).
+//! Connections with no request under way (still in their TLS handshake,
+//! waiting for a request or receiving its head), oldest first, so that at
+//! the connection limit the one waiting longest can be asked to close and
+//! make room for a new client (nginx does the same for idle ones). A
+//! client that sends nothing, or its head a byte at a time, then holds a
+//! slot only until newer clients need it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
