@@ -35,31 +35,46 @@ const HANDSHAKING: usize = CONN_STATE + TLS_HANDSHAKE_HELD + OUT_BUF;
 
 /// The most a TLS connection holds once its handshake is done: a head
 /// buffer, received records not yet decrypted and the plaintext decrypted
-/// from them, the answer being made and the records encrypted from it,
-/// and a body on its way each way (proxy, tunnel or script).
-const PER_CONNECTION: usize = CONN_STATE + HEAD_BUF + 2 * TLS_HELD + 2 * OUT_BUF + 2 * PROXY_CHUNK;
+/// from them, the answer being made and the records encrypted from it.
+const PER_CONNECTION: usize = CONN_STATE + HEAD_BUF + 2 * TLS_HELD + 2 * OUT_BUF;
+
+/// The defaults of `proxy-max`, `cgi-max` and `cgi-max-body`: the most
+/// backend connections and scripts a worker has at once, and the most of
+/// a chunked request body a script's connection decodes before it starts.
+const PROXY_MAX: usize = 64;
+const CGI_MAX: usize = 8;
+const CGI_MAX_BODY: usize = 1 << 20;
+
+/// What a proxied exchange or tunnel adds: a body chunk each way, the
+/// backend's answer head, the backend connection's own state.
+const PER_PROXIED: usize = 2 * PROXY_CHUNK + OUT_BUF + CONN_STATE;
+
+/// What a running script adds: a chunk each way, and a chunked request
+/// body decoded whole, in a buffer that may have doubled.
+const PER_SCRIPT: usize = 2 * PIPE_CHUNK + 2 * CGI_MAX_BODY;
 
 /// What a worker keeps whatever its connections: the file cache's bodies,
-/// the pool's spare buffers, request frames, TLS sessions, and the chunked
-/// bodies of running scripts (`cgi-max` of `cgi-max-body`, defaults 8 and
-/// 1 MiB, each in a buffer that may have doubled).
+/// the pool's spare buffers, request frames, TLS sessions.
 const PER_WORKER: usize = BODY_BUDGET
     + POOL_KEEP * (HEAD_BUF + OUT_BUF + 2 * TLS_READ)
     + FRAMES_KEEP * 6 * 1024
-    + TLS_SESSIONS * 1024
-    + 8 * 2 * 1024 * 1024;
+    + TLS_SESSIONS * 1024;
 
 /// The README's ceiling in KiB for `n` connections over a server that was
 /// `base` KiB when idle (one worker).
 fn ceiling_kib(base: u64, n: usize) -> u64 {
-    base + ((PER_WORKER + n * PER_CONNECTION) / 1024) as u64
+    let most = PER_WORKER + PROXY_MAX * PER_PROXIED + CGI_MAX * PER_SCRIPT + n * PER_CONNECTION;
+    base + (most / 1024) as u64
 }
 
 /// A flood's own bound: what its `n` connections may hold in the state
-/// the flood keeps them in, `each`, on top of the idle server. Tighter
-/// than the ceiling, so a state that holds more than its share shows.
+/// the flood keeps them in, `each`, on top of the idle server, with the
+/// pool's spares and proxied exchanges (the floods run no script).
+/// Tighter than the ceiling, so a state that holds more than its share
+/// shows.
 fn bound_kib(base: u64, n: usize, each: usize) -> u64 {
-    base + ((POOL_KEEP * (HEAD_BUF + OUT_BUF + 2 * TLS_READ) + n * each) / 1024) as u64
+    let spares = POOL_KEEP * (HEAD_BUF + OUT_BUF + 2 * TLS_READ);
+    base + ((spares + PROXY_MAX * PER_PROXIED + n * each) / 1024) as u64
 }
 
 /// One flood at a time: each measures its own server's memory, and the
@@ -70,11 +85,13 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// but for a head timeout long enough that every flood is still held
 /// once it is all set up on a slow machine (1024 handshakes may take
 /// longer than the default 10 s).
-fn server() -> Server {
+fn server(more: &[&str]) -> Server {
     let root = TempDir::new("flood");
     root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
     root.write("big.bin", vec![b'x'; 64 * 1024]);
-    Server::start_in_over(Transport::Tls, root, &["--header-timeout", "60"])
+    let mut args = vec!["--header-timeout", "60"];
+    args.extend_from_slice(more);
+    Server::start_in_over(Transport::Tls, root, &args)
 }
 
 fn tls_port(s: &Server) -> u16 {
@@ -164,8 +181,19 @@ fn normal_client(s: &Server) -> bool {
 /// it), then checks that a normal client is served while they are held
 /// and that the server's peak memory stayed under the ceiling.
 fn flood<C>(kind: &str, n: usize, each: usize, one: impl Fn(&Server) -> Option<C>) {
+    flood_with(kind, &[], n, each, one)
+}
+
+/// `flood` on a server started with `more` arguments.
+fn flood_with<C>(
+    kind: &str,
+    more: &[&str],
+    n: usize,
+    each: usize,
+    one: impl Fn(&Server) -> Option<C>,
+) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let s = server();
+    let s = server(more);
     let pid = s.pid();
     assert!(normal_client(&s), "served before the flood");
     // Its connection (and the harness's, which waited for the start) has
@@ -270,4 +298,80 @@ fn pipelined_floods_that_never_read_stay_under_the_ceiling() {
         c.flush().ok()?;
         Some(c)
     });
+}
+
+/// A backend that answers every request with a stream that does not end
+/// by itself: an event stream, or after a 101 a tunnel's bytes. It writes
+/// until the server stops taking them, at most 4 MiB, so that every one of
+/// its threads ends.
+fn streaming_backend() -> backend::Backend {
+    backend::Backend::tcp(|req, s| {
+        let head: &[u8] = if req.header("upgrade").is_empty() {
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+        } else {
+            b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"
+        };
+        if s.write_all(head).is_ok() {
+            let event = [b'x'; 16 * 1024];
+            for _ in 0..256 {
+                if s.write_all(&event).is_err() {
+                    break;
+                }
+            }
+        }
+        false
+    })
+}
+
+/// Reads an answer's head, up to its blank line: the stream has begun.
+fn head_of(c: &mut impl std::io::Read) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        c.read_exact(&mut byte).ok()?;
+        head.push(byte[0]);
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// Floods `kind` of proxied streams, each asked for by `ask`, against
+/// the streaming backend: up to `proxy-max` at once begin (`began`), the
+/// rest get 503; none are read.
+fn stream_flood(kind: &str, ask: &[u8], began: &str) {
+    let backend = streaming_backend();
+    let route = format!("/api/ {}", backend.address);
+    let streams = std::sync::atomic::AtomicUsize::new(0);
+    flood_with(kind, &["--proxy", &route], BUSY, PER_CONNECTION, |s| {
+        let mut c = tls_small_window(s)?;
+        c.write_all(ask).ok()?;
+        c.flush().ok()?;
+        let head = head_of(&mut c)?;
+        if head.starts_with(began) {
+            streams.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // The client sends into the tunnel too, and reads nothing.
+            let _ = c.write_all(&[b'y'; 16 * 1024]);
+            let _ = c.flush();
+        } else {
+            assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+        }
+        Some(c)
+    });
+    // More than `proxy-max` if some ended (the backend stops after 4 MiB).
+    let streams = streams.into_inner();
+    assert!(streams > 0, "{kind}: no stream began");
+}
+
+/// Proxied event streams to clients that do not read them.
+#[test]
+fn event_streams_that_are_never_read_stay_under_the_ceiling() {
+    let ask = b"GET /api/events HTTP/1.1\r\nHost: t\r\n\r\n";
+    stream_flood("event streams", ask, "HTTP/1.1 200 ");
+}
+
+/// WebSocket tunnels whose clients send into them and never read.
+#[test]
+fn tunnels_that_are_never_read_stay_under_the_ceiling() {
+    let ask =
+        b"GET /api/ws HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    stream_flood("tunnels", ask, "HTTP/1.1 101 ");
 }
