@@ -18,6 +18,10 @@ pub struct IdleQueue {
     wake: Notify,
     /// Woken when a connection becomes idle.
     pub entered: Notify,
+    /// Woken when a connection asked to close leaves the queue: it is
+    /// closing, or its request came first and it goes on (then another
+    /// must be asked).
+    pub left: Notify,
 }
 
 /// A connection's place in the queue while it is idle; dropped when its
@@ -67,7 +71,16 @@ impl Drop for Idle<'_> {
         if let Some(i) = waiting.iter().rposition(|&id| id == self.id) {
             waiting.remove(i);
         }
-        self.queue.evicted.borrow_mut().retain(|&id| id != self.id);
+        drop(waiting);
+        let mut evicted = self.queue.evicted.borrow_mut();
+        let asked = evicted.iter().position(|&id| id == self.id);
+        if let Some(i) = asked {
+            evicted.swap_remove(i);
+        }
+        drop(evicted);
+        if asked.is_some() {
+            self.queue.left.notify_all();
+        }
     }
 }
 

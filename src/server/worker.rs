@@ -414,7 +414,8 @@ async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
     let evicted = w.idle.evict_oldest();
     let freed = future::or(w.connections.freed.notified(), w.stop.notified());
     if evicted {
-        freed.await;
+        // Left without closing (its request came first): ask the next.
+        future::or(freed, w.idle.left.notified()).await;
     } else {
         // None is idle yet: wait until one is, or a slot frees.
         future::or(freed, w.idle.entered.notified()).await;
