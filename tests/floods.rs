@@ -104,6 +104,21 @@ fn kib(pid: i32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Room for a flood's descriptors, here and in the server (which inherits
+/// the limit): a flood needs about 2000, and a soft limit of 1024 is common.
+fn raise_descriptor_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    const WANT: u64 = 4096;
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    if soft < WANT {
+        assert!(
+            hard >= WANT,
+            "the floods need {WANT} descriptors; the hard limit is {hard}"
+        );
+        setrlimit(Resource::RLIMIT_NOFILE, WANT, hard).expect("setrlimit");
+    }
+}
+
 /// The sockets a process has open.
 fn sockets(pid: i32) -> usize {
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
@@ -193,6 +208,7 @@ fn flood_with<C>(
     one: impl Fn(&Server) -> Option<C>,
 ) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    raise_descriptor_limit();
     let s = server(more);
     let pid = s.pid();
     assert!(normal_client(&s), "served before the flood");
