@@ -396,13 +396,14 @@ async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
         false
     })
     .await;
-    if !arrived {
+    // A slot freed as the client arrived has left no wake-up to wait for.
+    if !arrived || !w.connections.is_full() {
         return;
     }
     if w.shares_listeners {
         // Another worker with room takes the client meanwhile.
         Timer::after(RECLAIM_AFTER).await;
-        // A slot freed meanwhile has left no wake-up to wait for.
+        // Likewise for one freed meanwhile.
         if !w.connections.is_full() {
             return;
         }
