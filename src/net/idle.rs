@@ -103,4 +103,18 @@ mod tests {
         drop(c);
         assert!(!q.evict_oldest(), "nobody is idle");
     }
+
+    #[test]
+    fn one_asked_to_close_wakes_the_asker_when_it_leaves() {
+        use futures_lite::future::{block_on, poll_once};
+        let q = IdleQueue::default();
+        let (a, b) = (q.enter(), q.enter());
+        let mut left = Box::pin(q.left.notified());
+        assert!(block_on(poll_once(&mut left)).is_none());
+        drop(b);
+        assert!(block_on(poll_once(&mut left)).is_none(), "b was not asked");
+        assert!(q.evict_oldest());
+        drop(a);
+        assert!(block_on(poll_once(&mut left)).is_some());
+    }
 }
