@@ -25,7 +25,9 @@ pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Default connection limit. An idle keep-alive connection costs about 1 KiB
 /// here (no buffer is held while idle) plus the kernel's socket, so 1024 fit
-/// a 64 MB device; a browser opens about 6 per page.
+/// a 64 MB device; a browser opens about 6 per page. A hostile client can
+/// make one hold more, up to about 85 KiB over TLS: the README's memory
+/// ceiling says what to choose on a small device.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
 /// A crashing worker is restarted, but not faster than this.
@@ -166,11 +168,22 @@ pub const TLS_TICKET_KEY_LIFE: u32 = 6 * 60 * 60;
 #[cfg(feature = "tls")]
 pub const TLS_READ: usize = 4096;
 
-/// TLS: the most received bytes held before they decrypt to something: a
-/// handshake message may span records (rustls allows 64 KiB), an
-/// application record is at most 16 KiB plus its overhead.
+/// TLS: the most received bytes held before they decrypt to something,
+/// once the handshake is done: one whole record, 16 KiB of plaintext with
+/// its header and the most its AEAD adds (TLS 1.3's padding and tag; TLS
+/// 1.2 adds 24). A client sends no large handshake message after the
+/// handshake (a key update is a few bytes).
 #[cfg(feature = "tls")]
-pub const TLS_HELD: usize = 0xffff + 5 + 256;
+pub const TLS_HELD: usize = TLS_RECORD + 256 + 5;
+
+/// TLS: the most received bytes held while the handshake runs. A client's
+/// messages are a ClientHello (about 0.5 KiB, up to 2 KiB with a
+/// post-quantum key share or a large session ticket) and its small last
+/// flight; 16 KiB leaves an 8-fold margin and is one full record. rustls
+/// would join a handshake message of up to 64 KiB from many records, so
+/// every handshaking client could hold that until the head timeout.
+#[cfg(feature = "tls")]
+pub const TLS_HANDSHAKE_HELD: usize = TLS_RECORD + 5;
 
 /// TLS: plaintext encrypted per record going out, so a record and its
 /// overhead (at most 29 bytes for TLS 1.2 AES-GCM) fit one output buffer.

@@ -16,7 +16,7 @@ use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, InsufficientSizeError};
 use rustls::{ExtractedSecrets, ServerConfig};
 
-use crate::limits::{TLS_HELD, TLS_READ};
+use crate::limits::{TLS_HANDSHAKE_HELD, TLS_HELD, TLS_READ};
 use crate::net::buffers::Pool;
 use crate::sys;
 
@@ -228,13 +228,21 @@ impl Tls {
     /// end of the stream. Bytes that are not TLS end the connection at once.
     pub fn read_from(&mut self, stream: &TcpStream) -> Result<usize, io::Error> {
         let held = self.incoming.len();
-        if held >= TLS_HELD {
+        let most = if self.conn.is_handshaking() {
+            TLS_HANDSHAKE_HELD
+        } else {
+            TLS_HELD
+        };
+        if held >= most {
             return Err(io::Error::other("record too large"));
         }
         if self.incoming.capacity() == 0 {
             self.incoming = self.pool.record();
         }
-        let read = sys::read_onto(stream, &mut self.incoming, TLS_READ, None);
+        // Exact: the buffer never grows past `most`.
+        let want = TLS_READ.min(most - held);
+        self.incoming.reserve_exact(want);
+        let read = sys::read_onto(stream, &mut self.incoming, want, None);
         // Nothing came (the client has not sent yet): a connection that
         // waits for its client holds no record buffer.
         if self.incoming.is_empty() {
@@ -286,6 +294,8 @@ impl Tls {
                         if plain.capacity() == 0 {
                             *plain = pool.record();
                         }
+                        // Exact: what is held never exceeds what was received.
+                        plain.reserve_exact(record.payload.len());
                         plain.extend_from_slice(record.payload);
                     }
                     None
@@ -402,6 +412,9 @@ fn grow_while_short(
 ) -> Result<(), Broken> {
     let start = out.len();
     loop {
+        // Exact: a record that overflows the pool's buffer by its overhead
+        // does not double it.
+        out.reserve_exact((start + room).saturating_sub(out.len()));
         out.resize(start + room, 0);
         match write(&mut out[start..]) {
             Ok(n) => {

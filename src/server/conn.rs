@@ -25,6 +25,7 @@ use crate::limits::OUT_BUF;
 use crate::limits::{LINGER_BYTES, LINGER_TIME, MAX_DISCARDED_BODY, MAX_LOCAL_REDIRECTS};
 use crate::logs::access_log;
 use crate::net::deadline::within;
+use crate::net::idle::Idle;
 use crate::net::input::Input;
 use crate::net::slots::Slot;
 #[cfg(feature = "tls")]
@@ -70,6 +71,10 @@ struct Conn {
     served: u32,
     /// The current request's first line, kept when there is an access log.
     request_line: Option<Vec<u8>>,
+    /// Its place among the connections the worker may close at the limit,
+    /// while no request is under way: from the accept (through a TLS
+    /// handshake) or the end of an answer until a whole head has come.
+    waiting: Option<Idle>,
     /// The generation that accepted it, kept until the connection ends.
     w: Rc<Worker>,
     /// Last, so that it is given back after the socket is closed.
@@ -157,6 +162,7 @@ impl Conn {
             input: Input::new(w.pool.clone()),
             served: 0,
             request_line: None,
+            waiting: Some(w.idle.enter()),
             w,
             _slot: slot,
         })
@@ -167,19 +173,31 @@ impl Conn {
         // timeout: a client cannot take it once for each.
         let first = Instant::now() + self.w.config.header_timeout;
         #[cfg(feature = "tls")]
-        match self.sock.handshake(first).await {
+        let handshake = {
+            let (sock, waiting) = (&self.sock, &self.waiting);
+            future::or(async { Some(sock.handshake(first).await) }, async {
+                reclaimed(waiting).await;
+                None
+            })
+            .await
+        };
+        #[cfg(feature = "tls")]
+        match handshake {
+            None => return,
             // The kernel takes the records from here on, if it can.
-            Ok(()) => {
+            Some(Ok(())) => {
                 if self.sock.offload().await.is_err() {
                     return;
                 }
             }
-            Err(End::Refused) => return self.close_gently().await,
-            Err(_) => return,
+            Some(Err(End::Refused)) => return self.close_gently().await,
+            Some(Err(_)) => return,
         }
         loop {
             if self.input.is_empty() {
                 self.input.release();
+                let w = &self.w;
+                self.waiting.get_or_insert_with(|| w.idle.enter());
                 let until = if self.served == 0 {
                     first
                 } else {
@@ -231,14 +249,21 @@ impl Conn {
     async fn serve_one(&mut self) -> Result<Option<Sent>, End> {
         let deadline = Instant::now() + self.w.config.header_timeout;
         let mut verdict = None;
+        let w = &self.w;
+        self.waiting.get_or_insert_with(|| w.idle.enter());
         let step = loop {
-            match self.decide(verdict.take()) {
+            let decided = self.decide(verdict.take());
+            if let Ok(Some(_)) | Err(_) = decided {
+                self.waiting = None;
+            }
+            match decided {
                 Ok(Some(Next::Verify(pending))) => verdict = Some(pending.run().await),
                 Ok(Some(Next::Step(step))) => break step,
-                Ok(None) => match self.input.read_more(&self.sock, deadline).await {
+                Ok(None) => match self.read_head(deadline).await {
                     Ok(0) => return Ok(None),
                     Ok(_) => {}
                     Err(End::Timeout) if !self.input.is_empty() => {
+                        self.waiting = None;
                         return self.refuse(Status::RequestTimeout).await.map(Some);
                     }
                     Err(e) => return Err(e),
@@ -256,6 +281,18 @@ impl Conn {
             Step::Script(job, meta) => self.run_script(*job, meta).await.map(Some),
             Step::Proxy(forward, meta) => self.run_proxy(*forward, meta).await.map(Some),
         }
+    }
+
+    /// Reads more of a head; at the connection limit the worker may close
+    /// the connection meanwhile (a client that sends its head slowly holds
+    /// its slot no longer than one that sends nothing).
+    async fn read_head(&mut self, deadline: Instant) -> Result<usize, End> {
+        let (input, sock, waiting) = (&mut self.input, &self.sock, &self.waiting);
+        future::or(input.read_more(sock, deadline), async {
+            reclaimed(waiting).await;
+            Err(End::Closed)
+        })
+        .await
     }
 
     /// Parses the buffered bytes and, if a whole head is there, routes it,
@@ -747,15 +784,10 @@ impl Conn {
                 }
             }
         };
-        // At the connection limit the worker may ask the connection idle
-        // longest since a request to make room (never one still to send its
-        // first: its client has just connected).
-        let idle = (self.served > 0).then(|| self.w.idle.enter());
+        // At the connection limit the worker may ask the connection that
+        // has waited longest to close, to make room.
         let evicted = async {
-            match &idle {
-                Some(idle) => idle.evicted().await,
-                None => future::pending().await,
-            }
+            reclaimed(&self.waiting).await;
             false
         };
         future::or(readable, future::or(stopped, evicted)).await
@@ -778,5 +810,14 @@ impl Conn {
             }
         }
         self.input.clear();
+    }
+}
+
+/// Resolves when the worker asks a connection with no request under way
+/// to close; never while a request is.
+async fn reclaimed(waiting: &Option<Idle>) {
+    match waiting {
+        Some(idle) => idle.evicted().await,
+        None => future::pending().await,
     }
 }

@@ -418,13 +418,14 @@ async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
         false
     })
     .await;
-    if !arrived {
+    // A slot freed as the client arrived has left no wake-up to wait for.
+    if !arrived || !w.connections.is_full() {
         return;
     }
     if w.shares_listeners {
         // Another worker with room takes the client meanwhile.
         Timer::after(RECLAIM_AFTER).await;
-        // A slot freed meanwhile has left no wake-up to wait for.
+        // Likewise for one freed meanwhile.
         if !w.connections.is_full() {
             return;
         }
@@ -436,10 +437,11 @@ async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
     let evicted = w.idle.evict_oldest();
     let freed = future::or(w.connections.freed().notified(), w.stop.notified());
     if evicted {
-        freed.await;
+        // Left without closing (its request came first): ask the next.
+        future::or(freed, w.idle.left().notified()).await;
     } else {
         // None is idle yet: wait until one is, or a slot frees.
-        future::or(freed, w.idle.entered.notified()).await;
+        future::or(freed, w.idle.entered().notified()).await;
     }
 }
 
