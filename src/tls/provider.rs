@@ -7,7 +7,9 @@
 //!   and TLS 1.2 with ECDHE for ECDSA and RSA keys). AES-256 costs 1 KiB:
 //!   ring's AES code serves both key sizes, and SHA-384 is there for P-384
 //!   keys already; a client whose policy allows only AES-256 connects.
-//!   The kernel (kTLS) takes AES-128 connections only. ChaCha20-Poly1305
+//!   AES-128 is listed first and the server's order wins
+//!   (`tls/acceptor.rs`): the kernel (kTLS) takes AES-128 connections
+//!   only. ChaCha20-Poly1305
 //!   is left out: it is 18 KiB, and clients without AES instructions still
 //!   do AES-GCM.
 //! - Key exchange: X25519 and P-256, which every browser offers; not P-384.
