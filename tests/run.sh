@@ -116,7 +116,7 @@ stage_cross() {
 
 # The flash budgets, aarch64 builds stripped: the default one at most
 # 600 KiB, the TLS one (ring's C and assembly built by Debian's aarch64 gcc)
-# at most 1,100 KiB.
+# at most 1,150 KiB.
 stage_size() {
 	local bin=${CARGO_TARGET_DIR:-target}/aarch64-unknown-linux-musl/release/marmoset size rc=0
 	cargo build --release --locked --target aarch64-unknown-linux-musl || return 1
@@ -126,8 +126,8 @@ stage_size() {
 	CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc \
 		cargo build --release --locked --features tls --target aarch64-unknown-linux-musl || return 1
 	size=$(stat -c %s "$bin")
-	echo "aarch64-unknown-linux-musl --features tls: $size bytes (budget 1126400)"
-	[ "$size" -le 1126400 ] || rc=1
+	echo "aarch64-unknown-linux-musl --features tls: $size bytes (budget 1177600)"
+	[ "$size" -le 1177600 ] || rc=1
 	return $rc
 }
 

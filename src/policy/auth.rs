@@ -285,7 +285,8 @@ impl Auth {
         let counted = (!again).then(|| self.failures.count(who));
         if self.failures.held(who) {
             log::warn!(
-                "auth: {who} reached its limit of login checks; 429 for up to {AUTH_FAIL_WINDOW:?}"
+                "auth: {who} reached its limit of login checks; 429 for up to {}s",
+                AUTH_FAIL_WINDOW.as_secs()
             );
         }
         Decision::Verify(Pending {
