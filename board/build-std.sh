@@ -101,13 +101,21 @@ if ! need "$RUNNER"; then
 	apt-get install -y -qq qemu-user-static >/dev/null || { apt-get update -qq && apt-get install -y -qq qemu-user-static >/dev/null; }
 fi
 
-# zig as the C compiler for the target (ring): cc-rs would otherwise look for
-# a cross gcc, and cargo-zigbuild's own choice is a hard-float zig target for
-# MIPS, whose objects the soft-float link refuses.
+# zig as the C compiler for the target (ring), named explicitly: MIPS needs
+# zig's soft-float musleabi target (the Rust targets are soft float, and a
+# hard-float object does not link with them).
 wrap=$(readlink -f "$TGT")/zig-cc
 mkdir -p "$wrap"
 cc=$wrap/$ZIG-cc
-printf '#!/bin/sh\nexec python3 -m ziglang cc -target %s "$@"\n' "$ZIG" >"$cc.tmp"
+# cc-rs adds its own --target=TRIPLE, which zig cannot parse: dropped.
+cat >"$cc.tmp" <<EOF
+#!/bin/sh
+for a; do
+	shift
+	case \$a in --target=*) ;; *) set -- "\$@" "\$a" ;; esac
+done
+exec python3 -m ziglang cc -target $ZIG "\$@"
+EOF
 printf '#!/bin/sh\nexec python3 -m ziglang ar "$@"\n' >"$wrap/ar.tmp"
 chmod +x "$cc.tmp" "$wrap/ar.tmp"
 mv "$cc.tmp" "$cc"
