@@ -128,11 +128,20 @@ set -- --config "target.$TARGET.rustflags=[\"-C\", \"link-self-contained=no\"]"
 [ -z "$opt" ] || set -- "$@" --config "profile.release.opt-level=\"$opt\""
 [ -z "$features" ] || set -- "$@" --features "$features"
 
+bin=$TGT/$TARGET/release/marmoset
+# cargo leaves either build at the same path: the default one is kept there.
+keep=""
+if [ -n "$features" ] && [ -f "$bin" ]; then
+	keep=$bin.default
+	cp -p "$bin" "$keep"
+fi
 start=$(date +%s)
 env "CC_$tvar=$cc" "AR_$tvar=$wrap/ar" RUSTC_BOOTSTRAP=1 \
 	cargo zigbuild --release --locked --target "$TARGET" -Zbuild-std=std,panic_abort -Zbuild-std-features=optimize_for_size "$@" >&2
-bin=$TGT/$TARGET/release/marmoset
-[ "$out" = "$bin" ] || cp "$bin" "$out"
+if [ -n "$features" ]; then
+	cp "$bin" "$out"
+	if [ -n "$keep" ]; then mv "$keep" "$bin"; else rm -f "$bin"; fi
+fi
 echo "$name: built in $(($(date +%s) - start)) s, $(stat -c %s "$out") bytes" >&2
 
 # Smoke test under qemu-user: the binary must at least start.
