@@ -135,9 +135,11 @@ if [ -n "$features" ] && [ -f "$bin" ]; then
 	keep=$bin.default
 	cp -p "$bin" "$keep"
 fi
+# std without its default features: no backtrace symbolizer (board/README.md,
+# "Sizes of the build-std targets").
 start=$(date +%s)
 env "CC_$tvar=$cc" "AR_$tvar=$wrap/ar" RUSTC_BOOTSTRAP=1 \
-	cargo zigbuild --release --locked --target "$TARGET" -Zbuild-std=std,panic_abort -Zbuild-std-features=optimize_for_size "$@" >&2
+	cargo zigbuild --release --locked --target "$TARGET" -Zbuild-std=std,panic_abort -Zbuild-std-features= "$@" >&2
 if [ -n "$features" ]; then
 	cp "$bin" "$out"
 	if [ -n "$keep" ]; then mv "$keep" "$bin"; else rm -f "$bin"; fi
