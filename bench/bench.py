@@ -1307,7 +1307,8 @@ def newest_source():
 def binary_sizes():
     lines = ["| target | stripped size | built |", "|---|---:|---|"]
     triples = ["x86_64-unknown-linux-musl", "aarch64-unknown-linux-musl",
-               "armv7-unknown-linux-musleabihf", "armv7-unknown-linux-gnueabihf"]
+               "armv7-unknown-linux-musleabihf", "armv7-unknown-linux-gnueabihf",
+               "mipsel-unknown-linux-musl", "mips-unknown-linux-musl"]
     newest = newest_source()
     for triple in triples:
         path = os.path.join(TARGET_DIR, triple, "release", "marmoset")

@@ -132,7 +132,8 @@ fi
 # clone gets every size from this one command. The smoke run (CI) reports what
 # the earlier stages built instead.
 if [ -z "${MARMOSET_BIN:-}" ] && [ "${BENCH_SMOKE:-}" != 1 ] && command -v cargo >/dev/null; then
-    for target in x86_64-unknown-linux-musl aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf armv7-unknown-linux-musleabihf; do
+    for target in x86_64-unknown-linux-musl aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf armv7-unknown-linux-musleabihf \
+        mipsel-unknown-linux-musl mips-unknown-linux-musl; do
         say "firmware build: board/release.sh $target"
         if ! (cd "$repo" && board/release.sh "$target" >&2); then
             # A failed build leaves no fresh binary: the table says "not built" or STALE.

@@ -7,9 +7,10 @@
 #
 # Usage: board/release.sh TARGET
 #   TARGET: x86_64-unknown-linux-musl, aarch64-unknown-linux-musl,
-#           armv7-unknown-linux-gnueabihf, armv7-unknown-linux-musleabihf
-#           (the last through board/build-armv7-musl.sh), or any target whose
-#           toolchain is set up in .cargo/config.toml.
+#           armv7-unknown-linux-gnueabihf, or any target whose toolchain is
+#           set up in .cargo/config.toml; armv7-unknown-linux-musleabihf,
+#           mipsel-unknown-linux-musl and mips-unknown-linux-musl through
+#           board/build-std.sh (no standard library from rustup).
 # Honours CARGO_TARGET_DIR (default: target/). Installs missing Debian
 # cross packages and rustup targets. The tarball is reproducible: file times
 # are SOURCE_DATE_EPOCH (default: the last commit's time), owner root; and
@@ -48,11 +49,17 @@ armv7-unknown-linux-gnueabihf)
 	board/armhf-libcrypt.sh >&2
 	RUNNER=qemu-arm-static ;;
 armv7-unknown-linux-musleabihf) RUNNER=qemu-arm-static ;;
+mipsel-unknown-linux-musl) RUNNER=qemu-mipsel-static ;;
+mips-unknown-linux-musl) RUNNER=qemu-mips-static ;;
 *) RUNNER="" ;;
 esac
 
-if [ "$TARGET" = armv7-unknown-linux-musleabihf ]; then
-	board/build-armv7-musl.sh >&2
+case $TARGET in
+armv7-unknown-linux-musleabihf | mips-unknown-linux-musl | mipsel-unknown-linux-musl) build_std=1 ;;
+*) build_std=0 ;;
+esac
+if [ $build_std = 1 ]; then
+	board/build-std.sh "$TARGET" >&2
 else
 	if ! rustup target list --installed | grep -qx "$TARGET"; then
 		rustup target add "$TARGET" >&2

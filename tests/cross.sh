@@ -1,21 +1,28 @@
 #!/bin/sh
 # Cross-built marmoset against the repo's integration tests.
 #
-# Usage: tests/cross.sh TARGET
+# Usage: tests/cross.sh TARGET [--tls]
 #   e.g. aarch64-unknown-linux-musl, armv7-unknown-linux-gnueabihf,
-#        armv7-unknown-linux-musleabihf, x86_64-unknown-linux-musl
+#        armv7-unknown-linux-musleabihf, mipsel-unknown-linux-musl,
+#        mips-unknown-linux-musl, x86_64-unknown-linux-musl
 #
 # Builds marmoset for TARGET (release, through board/release.sh's toolchain
-# set-up), checks it starts under qemu-user, then runs the integration tests
-# (`cargo test --test '*'`, compiled natively for this machine) against it:
-# the harness in tests/ starts `$MARMOSET_RUNNER $MARMOSET_BIN ARGS...`.
-# binfmt_misc is not assumed: the runner is given explicitly.
+# set-up; the build-std targets through board/build-std.sh --if-changed, so
+# a binary built from the same inputs is reused), checks it starts under
+# qemu-user, then runs the integration tests (`cargo test --test '*'`,
+# compiled natively for this machine) against it: the harness in tests/
+# starts `$MARMOSET_RUNNER $MARMOSET_BIN ARGS...`. binfmt_misc is not
+# assumed: the runner is given explicitly. With --tls (build-std targets
+# only), also the `tls` build against tests/tls.rs.
 # Honours CARGO_TARGET_DIR (default: target/). Last line: "N passed, M failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
-[ $# = 1 ] || { echo "usage: $0 TARGET" >&2; exit 2; }
+usage() { echo "usage: $0 TARGET [--tls]" >&2; exit 2; }
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage; fi
 TARGET=$1
+tls=0
+[ $# = 1 ] || { [ "$2" = --tls ] || usage; tls=1; }
 TGT=${CARGO_TARGET_DIR:-target}
 mkdir -p "$TGT"
 VERSION=$(sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -32,19 +39,47 @@ case $TARGET in
 x86_64-unknown-linux-musl) RUNNER="" ;;
 aarch64-*) RUNNER=qemu-aarch64-static ;;
 arm*) RUNNER=qemu-arm-static ;;
+mipsel-*) RUNNER=qemu-mipsel-static ;;
+mips-*) RUNNER=qemu-mips-static ;;
 *) echo "no qemu runner known for $TARGET" >&2; exit 2 ;;
 esac
 
-# release.sh installs what the target needs, builds, and packs dist/.
-start=$(date +%s)
-if out=$(board/release.sh "$TARGET" 2>"$TGT/cross-$TARGET.log"); then
-	ok "build $TARGET ($(($(date +%s) - start)) s): $(echo "$out" | sed -n 2p)"
+case $TARGET in
+armv7-unknown-linux-musleabihf | mips-unknown-linux-musl | mipsel-unknown-linux-musl) build_std=1 ;;
+*) build_std=0 ;;
+esac
+[ $tls = 0 ] || [ $build_std = 1 ] || usage
+
+# build_std [--features tls]: sets b to the binary's path, or to nothing on failure.
+build_std() {
+	start=$(date +%s)
+	log=$TGT/cross-$TARGET${1:+-tls}.log
+	if b=$(board/build-std.sh "$TARGET" "$@" --if-changed 2>"$log"); then
+		b=$(readlink -f "$b")
+		ok "build $TARGET $* ($(($(date +%s) - start)) s): $(stat -c %s "$b") bytes"
+	else
+		tail -n 30 "$log"
+		bad "build $TARGET $*"
+		b=""
+	fi
+}
+
+if [ $build_std = 1 ]; then
+	build_std
+	[ -n "$b" ] || finish
+	BIN=$b
 else
-	tail -n 30 "$TGT/cross-$TARGET.log"
-	bad "build $TARGET"
-	finish
+	# release.sh installs what the target needs, builds, and packs dist/.
+	start=$(date +%s)
+	if out=$(board/release.sh "$TARGET" 2>"$TGT/cross-$TARGET.log"); then
+		ok "build $TARGET ($(($(date +%s) - start)) s): $(echo "$out" | sed -n 2p)"
+	else
+		tail -n 30 "$TGT/cross-$TARGET.log"
+		bad "build $TARGET"
+		finish
+	fi
+	BIN=$(readlink -f "$TGT/$TARGET/release/marmoset")
 fi
-BIN=$(readlink -f "$TGT/$TARGET/release/marmoset")
 
 v=$($RUNNER "$BIN" --version 2>&1)
 if [ "$v" = "marmoset $VERSION" ]; then
@@ -67,5 +102,17 @@ if ls tests/*.rs >/dev/null 2>&1; then
 	fi
 else
 	echo "no integration tests (tests/*.rs) yet: skipped"
+fi
+
+if [ $tls = 1 ]; then
+	build_std --features tls
+	[ -n "$b" ] || finish
+	TLS_BIN=$b
+	echo "TLS tests against $TLS_BIN (runner: $RUNNER)"
+	if MARMOSET_BIN=$TLS_BIN MARMOSET_RUNNER=$RUNNER cargo test --locked --no-fail-fast --features tls --test tls; then
+		ok "cargo test --features tls --test tls with MARMOSET_BIN=$TARGET tls binary"
+	else
+		bad "cargo test --features tls --test tls with MARMOSET_BIN=$TARGET tls binary"
+	fi
 fi
 finish
