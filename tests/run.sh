@@ -16,7 +16,7 @@ say() { printf '\n=== %s\n' "$*"; }
 install_everything() {
 	local pkgs=(
 		curl gzip brotli openssl apache2-utils wrk procps util-linux binutils python3 python3-pip file xz-utils
-		gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static qemu-system-arm cpio
+		gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static qemu-system-arm qemu-system-mips cpio
 		chromium busybox systemd slowhttptest shellcheck python3-websockets
 		gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 	)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Boot Marmoset on an emulated board and test it end to end.
 #
-#   tests/qemu/boot.sh BOARD        BOARD = qemu-aarch64 | qemu-armv7 (a directory under board/)
+#   tests/qemu/boot.sh BOARD        BOARD = qemu-aarch64 | qemu-armv7 | qemu-armv7-musl | qemu-mipsel (under board/)
 #   tests/qemu/boot.sh BOARD tls    the same with the HTTPS build (--features tls) and a TLS config
 #
 # For the board it builds the release binary for the board's Rust target, fetches the Debian kernel
@@ -184,6 +184,10 @@ build_binary() {
     return
   fi
   command -v cargo >/dev/null || abort "cargo not found"
+  if [ "${BUILD_STD:-}" = 1 ]; then
+    build_std_binary
+    return
+  fi
   if ! rustup target list --installed 2>/dev/null | grep -qx "$RUST_TARGET"; then
     say "rustup target add $RUST_TARGET"
     rustup target add "$RUST_TARGET" >"$OUT/rustup.log" 2>&1 || abort "rustup target add $RUST_TARGET failed"
@@ -261,6 +265,23 @@ for line in open(sys.argv[1], encoding="utf-8"):
 print(exe)' "$OUT/build.json")
   [ -n "$BINARY" ] || BINARY="$(target_dir)/$RUST_TARGET/release/marmoset"
   [ -f "$BINARY" ] || abort "cargo succeeded but $BINARY is missing"
+  say "built in $(elapsed "$t0" "$t1") s: $BINARY"
+}
+
+# A target rustup ships no rust-std for (board.conf BUILD_STD=1): board/build-std.sh builds the
+# standard library too and links with zig, which also compiles ring's C for the tls build.
+build_std_binary() {
+  local args=("$RUST_TARGET") t0 t1
+  [ -n "$TLS" ] && args+=(--features tls)
+  say "board/build-std.sh ${args[*]}"
+  t0=$(now)
+  if ! BINARY=$("$REPO/board/build-std.sh" "${args[@]}" 2>"$OUT/build.log" | tail -n 1); then
+    tail -n 40 "$OUT/build.log"
+    abort "board/build-std.sh ${args[*]} failed (full log: $OUT/build.log)"
+  fi
+  t1=$(now)
+  case "$BINARY" in /*) ;; *) BINARY="$REPO/$BINARY" ;; esac
+  [ -f "$BINARY" ] || abort "board/build-std.sh succeeded but $BINARY is missing"
   say "built in $(elapsed "$t0" "$t1") s: $BINARY"
 }
 
@@ -632,6 +653,8 @@ boot() {
     -chardev "pipe,id=con,path=$RUN/con"
     -serial chardev:con
   )
+  # shellcheck disable=SC2206 # words on purpose
+  [ -n "${QEMU_BOARD_ARGS:-}" ] && qemu_args+=($QEMU_BOARD_ARGS)
   # shellcheck disable=SC2206 # words on purpose
   [ -n "${MARMOSET_QEMU_ARGS:-}" ] && qemu_args+=($MARMOSET_QEMU_ARGS)
   echo "$QEMU ${qemu_args[*]}" >"$OUT/qemu.cmd"

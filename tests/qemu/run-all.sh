@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Boot-test Marmoset on every ARM QEMU board (what CI runs): tests/qemu/boot.sh for each board in
+# Boot-test Marmoset on the QEMU boards CI runs (ARM and MIPS): tests/qemu/boot.sh for each board in
 # turn, then the HTTPS image (boot.sh BOARD tls) on each board, then one closing line
 # `N passed, M failed` summed over the runs; exits non-zero if any check failed or a run ended
 # without its summary line.
-# MARMOSET_QEMU_BOARDS overrides the list (default: qemu-aarch64 qemu-armv7), and
-# MARMOSET_QEMU_TLS_BOARDS the boards booted with the TLS build (default: qemu-aarch64 qemu-armv7;
-# empty for none).
+# MARMOSET_QEMU_BOARDS overrides the list (default: qemu-aarch64 qemu-armv7 qemu-armv7-musl
+# qemu-mipsel), and MARMOSET_QEMU_TLS_BOARDS the boards booted with the TLS build (default: the
+# same four; empty for none).
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-BOARDS=${MARMOSET_QEMU_BOARDS:-qemu-aarch64 qemu-armv7}
-TLS_BOARDS=${MARMOSET_QEMU_TLS_BOARDS-qemu-aarch64 qemu-armv7}
+DEFAULT_BOARDS="qemu-aarch64 qemu-armv7 qemu-armv7-musl qemu-mipsel"
+BOARDS=${MARMOSET_QEMU_BOARDS:-$DEFAULT_BOARDS}
+TLS_BOARDS=${MARMOSET_QEMU_TLS_BOARDS-$DEFAULT_BOARDS}
 runs=()
 for board in $BOARDS; do runs+=("$board"); done
 for board in $TLS_BOARDS; do runs+=("$board tls"); done
