@@ -67,7 +67,7 @@ finish() {
 }
 
 # --- what this needs -------------------------------------------------------
-pkgs=(make gcc g++ rsync file bc cpio unzip patch perl python3 python3-magic shellcheck curl
+pkgs=(make gcc g++ rsync file bc cpio unzip patch perl python3 python3-magic python3-flake8 shellcheck curl
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -85,7 +85,7 @@ if ! rustup target add aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf 
 	bad "rustup target add aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf"
 	finish
 fi
-# check-package imports python-magic: Debian's python3, not another one on PATH.
+# check-package imports python-magic and flake8: Debian's python3, not another one on PATH.
 PY=/usr/bin/python3
 
 # --- 1. check-package --------------------------------------------------------
