@@ -17,7 +17,10 @@
 #   3. a glibc configuration pulls in libcrypt-compat (crypt(3));
 #   4. `make package/marmoset/check FIXUP=1` on a tarball of this checkout
 #      (git archive, as a release tarball is laid out) writes PKG_HASH into
-#      the copy's Makefile, and a second check then warns of nothing.
+#      the copy's Makefile, and a second check no longer reports PKG_HASH;
+#   5. Package/marmoset/install, expanded by OpenWrt's make, on a
+#      group-writable source: the UI installed 0644 (its CGI and the
+#      directories 0755), the conffiles 0600.
 # Nothing is compiled for the target: the toolchain, rust/host and the
 # source would be downloaded.
 #
@@ -148,6 +151,42 @@ check "check FIXUP=1 writes PKG_HASH:=$sum" grep -qx "PKG_HASH:=$sum" "$work/fee
 make package/marmoset/check V=s DL_DIR="$work/dl" >"$work/check2.log" 2>&1
 check "check afterwards: no warning about PKG_HASH" not grep -q 'PKG_HASH' "$work/check2.log" ||
 	grep PKG_HASH "$work/check2.log"
+
+# The install recipe, expanded by OpenWrt's make (its INSTALL_* commands),
+# on a group-writable source tree: the modes are the package's, not the
+# tarball's.
+i=$work/install
+mkdir -p "$i/src/bin" "$i/root" "$i/pkg"
+(cd "$repo" && git archive HEAD rootfs-overlay) | tar -xf - -C "$i/src"
+chmod -R g+w "$i/src"
+printf '#!/bin/sh\n' >"$i/src/bin/marmoset"
+cp -R "$repo/board/openwrt/marmoset/files" "$i/pkg/"
+# shellcheck disable=SC2016 # make's $(...), not the shell's
+mk='$(call Package/marmoset/install,'$i/root')'
+# shellcheck disable=SC2016 # make's $(...), not the shell's
+{
+	echo 'include $(TOPDIR)/rules.mk'
+	echo 'PKG_NAME:=marmoset'
+	echo 'include $(INCLUDE_DIR)/package.mk'
+	echo "PKG_BUILD_DIR:=$i/src"
+	echo "PKG_INSTALL_DIR:=$i/src"
+	sed -n '/^define Package\/marmoset\/install$/,/^endef$/p' "$repo/board/openwrt/marmoset/Makefile"
+	printf 'install-test:\n\t%s\n' "$mk"
+} >"$i/pkg/Makefile"
+# unexpected_modes: installed entries whose mode is not the one intended.
+unexpected_modes() {
+	grep -v -e '^644 www-marmoset/[^/]*$' -e '^755 www-marmoset/cgi-bin/status$' -e '^755 [^ ]*$' \
+		-e '^600 etc/' "$i/modes"
+}
+if check "Package/marmoset/install runs" make -s -C "$i/pkg" TOPDIR="$OW" install-test >"$i/log" 2>&1; then
+	(cd "$i/root" && find www-marmoset usr etc -printf '%m %p\n' | sort -k2) >"$i/modes"
+	check "UI files 0644, directories and the CGI 0755, conffiles 0600 ($(wc -l <"$i/modes") entries)" \
+		not unexpected_modes
+	check "cgi-bin/status installed" test -x "$i/root/www-marmoset/cgi-bin/status"
+	check "index.html installed" test -f "$i/root/www-marmoset/index.html"
+else
+	sed 's/^/     /' "$i/log"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
