@@ -99,12 +99,15 @@ stage_init() {
 # The image-builder packages under the builders' own tools (board/README.md):
 # Buildroot's check-package, defconfigs and a pkg-cargo.mk build of both,
 # run under qemu-user; bitbake's parse and task graph of meta-marmoset under
-# both init managers and a cargo.bbclass build. The trees come from
+# both init managers and a cargo.bbclass build; the OpenWrt package under
+# scripts/feeds, make defconfig and its check (OPENWRT_DIR,
+# OPENWRT_PACKAGES_DIR). The Buildroot and Yocto trees come from
 # ../shared/upstream (or BUILDROOT_DIR, OE_CORE_DIR, BITBAKE_DIR).
 stage_packaging() {
 	local rc=0
 	tests/packaging/buildroot.sh || rc=1
 	tests/packaging/yocto.sh || rc=1
+	tests/packaging/openwrt.sh || rc=1
 	return $rc
 }
 

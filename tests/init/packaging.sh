@@ -58,7 +58,7 @@ BB=$RE/marmoset_$VERSION.bb
 
 # OpenWrt package.
 for l in 'include $(TOPDIR)/rules.mk' 'include $(INCLUDE_DIR)/package.mk' 'PKG_BUILD_DEPENDS:=rust/host' \
-	'  DEPENDS:=$(RUST_ARCH_DEPENDS)' '$(eval $(call RustBinPackage,marmoset))' '$(eval $(call BuildPackage,marmoset))'; do
+	'  DEPENDS:=$(RUST_ARCH_DEPENDS) +USE_GLIBC:libcrypt-compat' '$(eval $(call RustBinPackage,marmoset))' '$(eval $(call BuildPackage,marmoset))'; do
 	check "OpenWrt Makefile: $l" hasx $OW/Makefile "$l"
 done
 check "OpenWrt Makefile includes rust-package.mk" grep -q '^include .*/lang/rust/rust-package.mk$' $OW/Makefile
@@ -114,7 +114,7 @@ done
 if command -v shellcheck >/dev/null; then
 	check "shellcheck (sh) clean" shellcheck -x -s sh init/S50marmoset board/release.sh \
 		board/build-std.sh board/crates-inc.sh tests/cross.sh tests/init/*.sh
-	check "shellcheck (bash) clean: tests/packaging/buildroot.sh" shellcheck -x tests/packaging/buildroot.sh
+	check "shellcheck (bash) clean: tests/packaging/buildroot.sh, openwrt.sh" shellcheck -x tests/packaging/buildroot.sh tests/packaging/openwrt.sh
 fi
 
 echo "$pass passed, $fail failed"

@@ -180,8 +180,9 @@ for o in $(sed -n "s/^[[:space:]]*\(option\|list\) \([a-z_]*\) .*/\2/p" init/mar
 done
 
 sed "s/option enabled '1'/option enabled '0'/" init/marmoset.uci >"$TMP/disabled.uci"
-DEFAULT_CMD="/usr/bin/marmoset --listen 0.0.0.0:8080 --listen [::]:8080 --root /www-marmoset --workers 1 --user nobody --group nogroup --log-level info --access-log off --max-connections 64 --syslog=on"
+DEFAULT_CMD="/usr/bin/marmoset --listen 0.0.0.0:8080 --listen [::]:8080 --root /www-marmoset --user nobody --group nogroup --workers 1 --log-level info --access-log off --max-connections 64 --syslog=on"
 
+U="--user nobody --group nogroup"
 for sh_ in sh "busybox sh"; do
 	run "$sh_" init/marmoset.uci
 	check "[$sh_] shipped UCI: $(cmdline)" [ "$(cmdline)" = "$DEFAULT_CMD" ] ||
@@ -197,36 +198,38 @@ for sh_ in sh "busybox sh"; do
 	check "[$sh_] marmoset.conf watched" has "set file /etc/marmoset/marmoset.conf"
 	check "[$sh_] reload trigger on 'marmoset'" has "reload_trigger marmoset"
 
-	# One test per option: the command line it produces.
-	option "$sh_" "no options" "--root /www-marmoset"
-	option "$sh_" "enabled '1'" "--root /www-marmoset" "option enabled '1'"
+	# One test per option: the command line it produces. Without user and
+	# group options, OpenWrt's nobody/nogroup (marmoset.conf's www-data is
+	# no OpenWrt user).
+	option "$sh_" "no options" "--root /www-marmoset $U"
+	option "$sh_" "enabled '1'" "--root /www-marmoset $U" "option enabled '1'"
 	run "$sh_" "$TMP/disabled.uci"
 	check "[$sh_] enabled '0': no instance" not grep -q '^open_instance' "$TMP/rec"
 	uci "$TMP/off.uci" "option enabled 'off'"
 	run "$sh_" "$TMP/off.uci"
 	check "[$sh_] enabled 'off': no instance" not grep -q '^open_instance' "$TMP/rec"
-	option "$sh_" "list listen (two)" "--listen 127.0.0.1:8081 --listen [::1]:8081 --root /www-marmoset" \
+	option "$sh_" "list listen (two)" "--listen 127.0.0.1:8081 --listen [::1]:8081 --root /www-marmoset $U" \
 		"list listen '127.0.0.1:8081'" "list listen '[::1]:8081'"
-	option "$sh_" "root '/srv/www'" "--root /srv/www" "option root '/srv/www'"
-	option "$sh_" "root '' (empty: the default)" "--root /www-marmoset" "option root ''"
-	option "$sh_" "workers '2'" "--root /www-marmoset --workers 2" "option workers '2'"
-	option "$sh_" "user 'nobody'" "--root /www-marmoset --user nobody" "option user 'nobody'"
-	option "$sh_" "group 'nogroup'" "--root /www-marmoset --group nogroup" "option group 'nogroup'"
-	option "$sh_" "log_level 'debug'" "--root /www-marmoset --log-level debug" "option log_level 'debug'"
-	option "$sh_" "access_log 'syslog'" "--root /www-marmoset --access-log syslog" "option access_log 'syslog'"
-	option "$sh_" "server_name 'off'" "--root /www-marmoset --server-name off" "option server_name 'off'"
-	option "$sh_" "max_connections '32'" "--root /www-marmoset --max-connections 32" "option max_connections '32'"
-	option "$sh_" "header_timeout '10'" "--root /www-marmoset --header-timeout 10" "option header_timeout '10'"
-	option "$sh_" "keepalive_timeout '3'" "--root /www-marmoset --keepalive-timeout 3" "option keepalive_timeout '3'"
-	option "$sh_" "send_timeout '20'" "--root /www-marmoset --send-timeout 20" "option send_timeout '20'"
-	option "$sh_" "max_requests '100'" "--root /www-marmoset --max-requests 100" "option max_requests '100'"
-	option "$sh_" "grace '2'" "--root /www-marmoset --grace 2" "option grace '2'"
-	option "$sh_" "index 'index.html index.htm'" "--root /www-marmoset --index index.html index.htm" "option index 'index.html index.htm'"
+	option "$sh_" "root '/srv/www'" "--root /srv/www $U" "option root '/srv/www'"
+	option "$sh_" "root '' (empty: the default)" "--root /www-marmoset $U" "option root ''"
+	option "$sh_" "workers '2'" "--root /www-marmoset $U --workers 2" "option workers '2'"
+	option "$sh_" "user 'daemon'" "--root /www-marmoset --user daemon --group nogroup" "option user 'daemon'"
+	option "$sh_" "group 'daemon'" "--root /www-marmoset --user nobody --group daemon" "option group 'daemon'"
+	option "$sh_" "log_level 'debug'" "--root /www-marmoset $U --log-level debug" "option log_level 'debug'"
+	option "$sh_" "access_log 'syslog'" "--root /www-marmoset $U --access-log syslog" "option access_log 'syslog'"
+	option "$sh_" "server_name 'off'" "--root /www-marmoset $U --server-name off" "option server_name 'off'"
+	option "$sh_" "max_connections '32'" "--root /www-marmoset $U --max-connections 32" "option max_connections '32'"
+	option "$sh_" "header_timeout '10'" "--root /www-marmoset $U --header-timeout 10" "option header_timeout '10'"
+	option "$sh_" "keepalive_timeout '3'" "--root /www-marmoset $U --keepalive-timeout 3" "option keepalive_timeout '3'"
+	option "$sh_" "send_timeout '20'" "--root /www-marmoset $U --send-timeout 20" "option send_timeout '20'"
+	option "$sh_" "max_requests '100'" "--root /www-marmoset $U --max-requests 100" "option max_requests '100'"
+	option "$sh_" "grace '2'" "--root /www-marmoset $U --grace 2" "option grace '2'"
+	option "$sh_" "index 'index.html index.htm'" "--root /www-marmoset $U --index index.html index.htm" "option index 'index.html index.htm'"
 	check "[$sh_] a value with spaces stays one argument" grep -qxF "index.html index.htm" "$TMP/cmd"
-	option "$sh_" "syslog '1'" "--root /www-marmoset --syslog=on" "option syslog '1'"
-	option "$sh_" "syslog '0'" "--root /www-marmoset --syslog=off" "option syslog '0'"
-	option "$sh_" "syslog 'no'" "--root /www-marmoset --syslog=off" "option syslog 'no'"
-	option "$sh_" "syslog 'maybe' (not a boolean: marmoset.conf decides)" "--root /www-marmoset" "option syslog 'maybe'"
+	option "$sh_" "syslog '1'" "--root /www-marmoset $U --syslog=on" "option syslog '1'"
+	option "$sh_" "syslog '0'" "--root /www-marmoset $U --syslog=off" "option syslog '0'"
+	option "$sh_" "syslog 'no'" "--root /www-marmoset $U --syslog=off" "option syslog 'no'"
+	option "$sh_" "syslog 'maybe' (not a boolean: marmoset.conf decides)" "--root /www-marmoset $U" "option syslog 'maybe'"
 done
 
 # The flags the script produces must be accepted by the real binary.

@@ -5,6 +5,8 @@
 #   2. each defconfig loads and keeps BR2_PACKAGE_MARMOSET=y; `make printvars`
 #      shows the package's dependencies (host-rustc; libxcrypt on glibc);
 #      board/qemu/post-image.sh writes start-qemu.sh for it;
+#      Buildroot's qemu_mips32r2el_malta defconfig with the package drops it
+#      (glibc and musl): Buildroot has no Rust for mips32;
 #   3. for each defconfig: the release path (tarball unpacked, crates vendored
 #      and .cargo/config.toml written as support/download/cargo-post-process
 #      does) and the checkout path (MARMOSET_OVERRIDE_SRCDIR: the checkout
@@ -65,7 +67,7 @@ finish() {
 }
 
 # --- what this needs -------------------------------------------------------
-pkgs=(make gcc g++ rsync file bc cpio unzip patch perl python3 python3-magic shellcheck curl
+pkgs=(make gcc g++ rsync file bc cpio unzip patch perl python3 python3-magic python3-flake8 shellcheck curl
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -83,7 +85,7 @@ if ! rustup target add aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf 
 	bad "rustup target add aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf"
 	finish
 fi
-# check-package imports python-magic: Debian's python3, not another one on PATH.
+# check-package imports python-magic and flake8: Debian's python3, not another one on PATH.
 PY=/usr/bin/python3
 
 # --- 1. check-package --------------------------------------------------------
@@ -194,6 +196,31 @@ for c in "$EXT"/configs/*_defconfig; do
 		fi
 	fi
 	TRIPLE[$name]=$(var RUSTC_TARGET_NAME "$work/$name.vars")
+done
+
+# MIPS: Buildroot offers Rust only where Rust ships a prebuilt standard
+# library, and mips32 has none (tier 3), so there is no MIPS defconfig here.
+# Its Kconfig says so: Buildroot's qemu_mips32r2el_malta with this tree,
+# from-source host-rust and the package, glibc and musl (C++ on).
+# shellcheck disable=SC2317 # called through check
+mips_no_rust() { grep -qx BR2_mipsel=y "$1" && ! grep -q '^BR2_PACKAGE_HOST_RUSTC_TARGET_ARCH_SUPPORTS=y' "$1"; }
+for libc in GLIBC MUSL; do
+	o=$work/o-mips32r2el-$libc
+	rm -rf "$o"
+	mkdir -p "$o"
+	{
+		cat "$BR/configs/qemu_mips32r2el_malta_defconfig"
+		printf '%s\n' "BR2_TOOLCHAIN_BUILDROOT_$libc=y" BR2_TOOLCHAIN_BUILDROOT_CXX=y \
+			BR2_PACKAGE_HOST_RUSTC=y BR2_PACKAGE_HOST_RUST=y BR2_PACKAGE_MARMOSET=y
+	} >"$o/in_defconfig"
+	if make -s -C "$BR" O="$o" BR2_EXTERNAL="$EXT" BR2_DEFCONFIG="$o/in_defconfig" defconfig >"$o/log" 2>&1; then
+		check "qemu_mips32r2el_malta ($libc): mipsel, no Rust for the target (BR2_PACKAGE_HOST_RUSTC_TARGET_ARCH_SUPPORTS unset)" \
+			mips_no_rust "$o/.config"
+		check "qemu_mips32r2el_malta ($libc): BR2_PACKAGE_MARMOSET and from-source host-rust dropped" \
+			not grep -qE '^BR2_PACKAGE_(MARMOSET|HOST_RUST)=y' "$o/.config"
+	else
+		bad "qemu_mips32r2el_malta ($libc): defconfig does not load ($o/log)"
+	fi
 done
 
 # --- 3. builds ---------------------------------------------------------------

@@ -11,6 +11,8 @@
 #     (--features tls only with PACKAGECONFIG tls) and the C compiler
 #     do_compile hands to ring, and runs the recipe's expanded do_install
 #     shell code against this checkout to see which init files it installs;
+#     then MACHINE qemumips (sysvinit, tls): `bitbake -e` and `bitbake -g`,
+#     with oe-core's libstd-rs built for mips32 in the graph;
 #  3. reproduces cargo.bbclass's build for aarch64, once as each configuration
 #     expands the recipe: the crates of marmoset-crates.inc fetched and
 #     unpacked as bitbake's crate fetcher does (sha256 checked,
@@ -266,6 +268,53 @@ EOF
 		grep -E '^(ERROR|WARNING)' "$TMP/graph-$im" | head -n 20
 	fi
 done
+
+# --- 2b. MIPS (qemumips: mips32r2, big-endian): Rust has no prebuilt std
+# for it (tier 3), oe-core builds one (libstd-rs) from source for the
+# machine. Parse and task graph only; with HTTPS, whose ring has C.
+BD=$WORK/build-qemumips
+as_user mkdir -p "$BD/conf"
+as_user sh -c "cat >'$BD/conf/local.conf'" <<EOF
+# Written by tests/packaging/yocto.sh
+MACHINE = "qemumips"
+INIT_MANAGER = "sysvinit"
+TMPDIR = "$BD/tmp"
+DL_DIR = "$WORK/downloads"
+SSTATE_DIR = "$BD/sstate-cache"
+BB_NO_NETWORK = "1"
+CONF_VERSION = "2"
+PACKAGECONFIG:append:pn-marmoset = " tls"
+EOF
+as_user cp "$WORK/build-sysvinit/conf/bblayers.conf" "$BD/conf/bblayers.conf"
+E=$TMP/env-qemumips
+t0=$(date +%s)
+if bb "$BD" -e marmoset >"$E" 2>"$TMP/err-qemumips"; then
+	ok "[qemumips] bitbake -e marmoset ($(($(date +%s) - t0)) s)"
+	check "[qemumips] TARGET_ARCH mips, RUST_TARGET_SYS $(var RUST_TARGET_SYS)" \
+		same "$(var TARGET_ARCH) $(var RUST_TARGET_SYS | cut -d- -f1)" "mips mips"
+	check "[qemumips] DEPENDS has rust-native and libstd-rs (std built for the target)" \
+		both "$(words DEPENDS)" rust-native libstd-rs
+	check "[qemumips] oe_cargo_build runs cargo build ... --features tls" \
+		contains "$(fn_body oe_cargo_build | sed -n 's/^[[:space:]]*"cargo" build \(.*\)$/ \1 /p' | tr -s ' \t' '  ')" "--features tls"
+	G=$BD/task-depends.dot
+	as_user rm -f "$G"
+	t0=$(date +%s)
+	if bb "$BD" -g marmoset >"$TMP/graph-qemumips" 2>&1 && [ -s "$G" ]; then
+		ok "[qemumips] bitbake -g marmoset ($(grep -c ' \[label=' "$G") tasks, $(($(date +%s) - t0)) s)"
+		for dep in rust-native cargo-native libstd-rs; do
+			check "[qemumips] marmoset's recipe sysroot gets $dep" \
+				grep -q "^\"marmoset\.do_prepare_recipe_sysroot\" -> \"$dep\.do_populate_sysroot\"" "$G"
+		done
+		check "[qemumips] libstd-rs is compiled for the machine (libstd-rs.do_compile in the graph)" \
+			grep -q '^"libstd-rs\.do_compile" \[label=' "$G"
+	else
+		bad "[qemumips] bitbake -g marmoset"
+		grep -E '^(ERROR|WARNING)' "$TMP/graph-qemumips" | head -n 20
+	fi
+else
+	bad "[qemumips] bitbake -e marmoset"
+	grep -E '^(ERROR|WARNING)' "$E" "$TMP/err-qemumips" | head -n 20
+fi
 
 # --- 3. cargo build as cargo.bbclass runs it, for aarch64 (musl): the
 # recipe as the sysvinit configuration expands it (no PACKAGECONFIG) and as
