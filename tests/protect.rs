@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::Ipv4Addr;
 use std::process::Command;
 use std::time::Duration;
 
@@ -391,33 +391,11 @@ fn slow_realm(extra: &[&str]) -> Server {
     Server::start_in(root, &args)
 }
 
-/// A connection to the plain listener from `source`, a loopback address
-/// (all of 127/8 is this host's).
-fn connect_from(s: &Server, source: Ipv4Addr) -> std::net::TcpStream {
-    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
-    use std::os::fd::AsRawFd;
-    let fd = socket(
-        AddressFamily::Inet,
-        SockType::Stream,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
-    bind(
-        fd.as_raw_fd(),
-        &SockaddrIn::from(SocketAddrV4::new(source, 0)),
-    )
-    .unwrap();
-    let server = SocketAddrV4::new(Ipv4Addr::LOCALHOST, s.port);
-    connect(fd.as_raw_fd(), &SockaddrIn::from(server)).unwrap();
-    std::net::TcpStream::from(fd)
-}
-
 /// Sends `headers[i]` on connection `i`, from `source(i)`, all at once
 /// (every connection is open before any request is written); the responses.
 fn parallel(s: &Server, source: fn(usize) -> Ipv4Addr, headers: &[String]) -> Vec<Response> {
     let conns: Vec<_> = (0..headers.len())
-        .map(|i| connect_from(s, source(i)))
+        .map(|i| s.connect_from(&source(i).to_string()))
         .collect();
     let go = std::sync::Arc::new(std::sync::Barrier::new(headers.len()));
     let threads: Vec<_> = conns

@@ -1299,28 +1299,6 @@ fn the_demo_backend_takes_settings_as_json_only() {
     let (_, _, body) = curl(&[&url]);
     assert!(String::from_utf8_lossy(&body).contains("\"hostname\":\"jsoned\""));
 }
-/// A connection to the server from another loopback address (all of
-/// 127.0.0.0/8 is the host's own): another client, as the server sees it.
-fn connect_from(source: &str, server: &Server) -> std::net::TcpStream {
-    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
-    use std::net::{Ipv4Addr, SocketAddrV4};
-    use std::os::fd::AsRawFd;
-    let fd = socket(
-        AddressFamily::Inet,
-        SockType::Stream,
-        SockFlag::empty(),
-        None,
-    )
-    .unwrap();
-    let from: SocketAddrV4 = format!("{source}:0").parse().unwrap();
-    bind(fd.as_raw_fd(), &SockaddrIn::from(from)).unwrap();
-    let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, server.port);
-    connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
-    let c = std::net::TcpStream::from(fd);
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    c
-}
-
 /// The demo device's backend: an event stream open until the proxy
 /// closes it, and everything else echoed.
 fn device(req: &Seen, s: &mut dyn Duplex) -> bool {
@@ -1368,7 +1346,7 @@ fn one_address_holding_all_it_can_leaves_room_for_the_admin() {
     let mut refused = 0;
     // Event streams, no password needed, until the server refuses one.
     for _ in 0..100 {
-        let mut c = connect_from(hostile, &server);
+        let mut c = server.connect_from(hostile);
         c.write_all(b"GET /api/status/stream HTTP/1.1\r\nHost: t\r\n\r\n")
             .unwrap();
         match status_line_start(&mut c).as_str() {
@@ -1384,7 +1362,7 @@ fn one_address_holding_all_it_can_leaves_room_for_the_admin() {
     // Then uploads trickled a byte at a time: a 100 Continue shows that
     // one has its backend connection.
     for _ in 0..100 {
-        let mut c = connect_from(hostile, &server);
+        let mut c = server.connect_from(hostile);
         c.write_all(b"POST /api/upload HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n").unwrap();
         match status_line_start(&mut c).as_str() {
             "HTTP/1.1 100" => {
@@ -1426,7 +1404,7 @@ fn long_lived_answers_leave_room_for_short_requests() {
     // Half of proxy-max for streams by default; one connection per address.
     let server = backend.server(&["--proxy-max", "4"]);
     let open_stream = |from: &str| {
-        let mut c = connect_from(from, &server);
+        let mut c = server.connect_from(from);
         c.write_all(b"GET /api/status/stream HTTP/1.1\r\nHost: t\r\n\r\n")
             .unwrap();
         (status_line_start(&mut c), c)

@@ -466,6 +466,35 @@ impl Server {
         c
     }
 
+    /// A connection to 127.0.0.1 from `source`, another loopback address
+    /// (all of 127.0.0.0/8 is this host's): another client, as the server
+    /// sees it.
+    pub fn connect_from(&self, source: &str) -> TcpStream {
+        use nix::sys::socket::{
+            AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket,
+        };
+        use std::net::{Ipv4Addr, SocketAddrV4};
+        use std::os::fd::AsRawFd;
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        let from: Ipv4Addr = source.parse().unwrap();
+        bind(
+            fd.as_raw_fd(),
+            &SockaddrIn::from(SocketAddrV4::new(from, 0)),
+        )
+        .unwrap();
+        let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.port);
+        connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
+        let c = TcpStream::from(fd);
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c
+    }
+
     /// A connection over the server's transport (its handshake done on
     /// first use).
     pub fn open(&self) -> Conn {
