@@ -155,7 +155,10 @@ mod tests {
                 .unwrap()
                 .success()
         );
-        File::open(dir.join("file.txt.gz")).unwrap()
+        let file = File::open(dir.join("file.txt.gz")).unwrap();
+        // The open file outlives its name: nothing is left in the temp dir.
+        std::fs::remove_dir_all(&dir).unwrap();
+        file
     }
 
     #[test]
@@ -186,6 +189,7 @@ mod tests {
         let path = std::env::temp_dir().join(format!("marmoset-notgz-{}", std::process::id()));
         std::fs::write(&path, b"this is plain text, not gzip at all").unwrap();
         let f = File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
         assert!(Gunzip::open(Rc::new(f), 35).is_err());
     }
 }
