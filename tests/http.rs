@@ -468,3 +468,88 @@ fn ipv6_and_several_listeners() {
     assert!(String::from_utf8_lossy(&body).contains("hello"));
     s.assert_healthy();
 }
+
+/// Seconds since the epoch of an IMF-fixdate ("Sun, 13 Sep 2020 12:26:40 GMT").
+fn imf_fixdate_secs(date: &str) -> Option<u64> {
+    let f: Vec<&str> = date.split([' ', ':']).collect();
+    let [_, day, month, year, h, m, s, "GMT"] = f[..] else {
+        return None;
+    };
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|&n| n == month)? as i64 + 1;
+    let (year, day): (i64, i64) = (year.parse().ok()?, day.parse().ok()?);
+    // Days from the civil date, with March as the year's first month.
+    let (y, mp) = if month > 2 {
+        (year, month - 3)
+    } else {
+        (year - 1, month + 9)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    let secs = days * 86_400 + h.parse::<i64>().ok()? * 3600 + m.parse::<i64>().ok()? * 60;
+    u64::try_from(secs + s.parse::<i64>().ok()?).ok()
+}
+
+/// Last-Modified, If-Modified-Since, the ETag and a listing's date come from
+/// the file's mtime, to the nanosecond: a stat structure read with another
+/// layout than the C library wrote (32-bit targets have two time_t ABIs)
+/// shows here, under qemu-user for every cross target.
+#[test]
+fn the_validators_are_the_files_own_mtime() {
+    let root = TempDir::new("mtime");
+    let file = root.write("dated.txt", "dated\n");
+    // 2020-09-13 12:26:40.123456789 UTC, a Sunday.
+    let mtime = std::time::UNIX_EPOCH + std::time::Duration::new(1_600_000_000, 123_456_789);
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let s = Server::start_in(root, &["--listing", "on"]);
+
+    let r = s.get("/dated.txt", &[]);
+    assert_eq!(r.status, 200);
+    let date = "Sun, 13 Sep 2020 12:26:40 GMT";
+    assert_eq!(r.header("last-modified"), Some(date));
+    let etag = r.header("etag").unwrap();
+    assert!(etag.ends_with("-5f5e1000.75bcd15\""), "{etag}");
+    let since = |d: &str| {
+        s.get("/dated.txt", &[&format!("If-Modified-Since: {d}")])
+            .status
+    };
+    assert_eq!(since(date), 304);
+    assert_eq!(since("Sun, 13 Sep 2020 12:26:39 GMT"), 200);
+    let listing = s.get("/", &[]);
+    assert_eq!(listing.status, 200);
+    assert!(listing.text().contains(date), "{}", listing.text());
+}
+
+/// The Date header is the clock's time (a second's rounding either side).
+#[test]
+fn the_date_header_is_now() {
+    let s = Server::start(&[]);
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let before = now();
+    let r = s.get("/index.html", &[]);
+    let after = now();
+    let date = r.header("date").unwrap();
+    let secs = imf_fixdate_secs(date).unwrap_or_else(|| panic!("not an IMF-fixdate: {date}"));
+    assert!(
+        before - 1 <= secs && secs <= after + 1,
+        "{date}: not between {before} and {after}"
+    );
+    assert_eq!(
+        imf_fixdate_secs("Sun, 13 Sep 2020 12:26:40 GMT"),
+        Some(1_600_000_000)
+    );
+}

@@ -113,6 +113,12 @@ while read -r t s arch tls; do
 	seen=$(eval "env -i $vars env" 2>/dev/null | sed -n 's/^CARGO_PROFILE_RELEASE_\(OPT_LEVEL\|OVERFLOW_CHECKS\|PANIC\)=/\1=/p' |
 		sort | tr '\n' ' ')
 	check "$t/$s: rust $triple, cargo's release profile: $seen" same "$seen" "OPT_LEVEL=3 OVERFLOW_CHECKS=false PANIC=abort "
+	# 32-bit MIPS: rustix converts to the C library's 32-bit time_t structs (the Makefile).
+	flags=$(eval "env -i $vars env" 2>/dev/null | sed -n 's/^RUSTFLAGS=//p')
+	case $arch in
+	mips*) check "$t/$s: RUSTFLAGS has --cfg fix_y2038" has "$flags" "--cfg fix_y2038" ;;
+	*) check "$t/$s: RUSTFLAGS without --cfg fix_y2038" not has "$flags" "fix_y2038" ;;
+	esac
 done <<'END'
 ramips mt7621 mipsel_24kc y
 ath79 generic mips_24kc y

@@ -24,6 +24,12 @@ require ${BPN}-crates.inc
 PACKAGECONFIG ??= ""
 PACKAGECONFIG[tls] = "--features tls"
 
+# 32-bit MIPS with musl: rustix calls the C library there and would pass
+# 64-bit time_t structs to the 32-bit time_t functions the libc crate links,
+# so the event loop's timers would never fire; this is rustix's own switch
+# for a 32-bit time_t C library (glibc builds get it from rustix itself).
+RUSTFLAGS:append:libc-musl:mipsarcho32 = " --cfg fix_y2038"
+
 # Cargo.toml's release profile strips the binary; leave that to oe's
 # do_package (debug split, QA "already-stripped").
 export CARGO_PROFILE_RELEASE_STRIP = "false"
