@@ -92,6 +92,7 @@ stage_init() {
 	local rc=0
 	tests/init/sysv.sh || rc=1
 	tests/init/procd.sh || rc=1
+	tests/init/uhttpd.sh || rc=1
 	tests/init/packaging.sh || rc=1
 	return $rc
 }
