@@ -32,6 +32,7 @@ cleanup() {
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
+[ -z "${KEEP_TMP:-}" ] || trap - EXIT
 
 # The TLS release build, where tests/run.sh's release stage puts it.
 tdir=${CARGO_TARGET_DIR:-target}/release-tls
@@ -144,6 +145,11 @@ run() {
 conf() { grep -v '^#' "$TMP/conf/uhttpd-main.conf" 2>/dev/null; }
 has() { conf | grep -qxF "$1"; }
 logged() { grep -qF "$1" "$TMP/rec"; }
+has_all() { # TEXT PART...
+	_t=$1
+	shift
+	for _p in "$@"; do case $_t in *"$_p"*) ;; *) return 1 ;; esac; done
+}
 
 # OpenWrt's /etc/config/uhttpd: the package's default (openwrt
 # package/network/services/uhttpd/files/uhttpd.config), with ubus_prefix as
@@ -256,6 +262,15 @@ for SH in sh "busybox sh"; do
 	done
 	[ $ubus_ok = 1 ] || check "[$SH] this binary has no ubus endpoint: logged" logged "ubus_prefix is not served"
 done
+
+# The package's own /etc/config/uhttpd (for images without uhttpd).
+run sh init/uhttpd.uci
+check "init/uhttpd.uci (marmoset-uhttpd's default) -> $(conf | tr '\n' ';')" \
+	"$BIN" --check-config --config "$TMP/conf/uhttpd-main.conf" --root "$TMP/www" \
+	--tls-cert "$TMP/uhttpd.crt" --tls-key "$TMP/uhttpd.key"
+check "init/uhttpd.uci: 80 and 443 on IPv4 and IPv6, ubus at /ubus when the binary has it" \
+	has "listen 0.0.0.0:80" && has "listen [::]:80" && has "listen 0.0.0.0:443 tls" && has "listen [::]:443 tls" &&
+	{ [ $ubus_ok = 0 ] || has "ubus /ubus"; }
 
 # Variants: uhttpd option -> Marmoset line.
 variant() { # DESCRIPTION WANT-LINE|!NOT-LINE SED-ON-DEFAULT...
@@ -373,6 +388,84 @@ check "redirect_https '1': 308 to https with the TLS port" \
 	[ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "http://127.0.0.1:$P1/x?y=1")" = "308 https://127.0.0.1:$P2/x?y=1" ]
 check "redirect_https '1': HTTPS serves" [ "$(curl -sk "https://127.0.0.1:$P2/")" = hello ]
 stop
+
+# 3. `/etc/init.d/uhttpd start` under OpenWrt's own scripts, in a chroot
+# holding only them, busybox, the real uci and jshn, and marmoset.
+OW=${OPENWRT_DIR:-}
+ST=${OPENWRT_STACK:-/tmp/openwrt-stack}
+if [ -z "$OW" ] || [ ! -f "$OW/package/base-files/files/etc/rc.common" ]; then
+	echo "skip - no OpenWrt tree (set OPENWRT_DIR): the script not run under OpenWrt's rc.common, functions.sh and procd.sh"
+elif [ ! -x "$ST/prefix/usr/bin/uci" ] || [ ! -x "$ST/prefix/usr/bin/jshn" ] || [ ! -f "$ST/src/libubox/sh/jshn.sh" ]; then
+	echo "skip - no uci and jshn built from OpenWrt's sources in $ST (set OPENWRT_STACK): the script not run under OpenWrt's rc.common"
+elif [ "$(id -u)" != 0 ] || ! command -v busybox >/dev/null; then
+	echo "skip - the chroot needs root and busybox: the script not run under OpenWrt's rc.common"
+else
+	R=$TMP/root
+	mkdir -p "$R/bin" "$R/sbin" "$R/usr/bin" "$R/lib/functions" "$R/lib/config" "$R/usr/share/libubox" \
+		"$R/etc/init.d" "$R/etc/config" "$R/var/lock" "$R/tmp" "$R/www" "$R/dev"
+	# put FILE DEST: a binary and the libraries it loads, at their paths.
+	put() {
+		cp "$1" "$R$2"
+		LD_LIBRARY_PATH=$ST/prefix/usr/lib ldd "$1" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) .*/\1/p' |
+			while read -r l; do
+				case $l in
+				"$ST"/*) cp -L "$l" "$R/lib/" ;;
+				*) mkdir -p "$R$(dirname "$l")" && cp -L "$l" "$R$l" ;;
+				esac
+			done
+	}
+	put "$(command -v busybox)" /bin/busybox
+	# Every applet but logger (no syslog in the chroot).
+	for a in $(busybox --list); do
+		[ "$a" = logger ] || [ "$a" = busybox ] || ln -s busybox "$R/bin/$a"
+	done
+	put "$ST/prefix/usr/bin/uci" /sbin/uci
+	put "$ST/prefix/usr/bin/jshn" /usr/bin/jshn
+	put "$BIN" /usr/bin/marmoset
+	cp "$OW/package/base-files/files/etc/rc.common" "$R/etc/"
+	cp "$OW/package/base-files/files/lib/functions.sh" "$R/lib/"
+	cp "$OW/package/base-files/files/lib/functions/service.sh" "$R/lib/functions/"
+	cp "$OW/package/system/procd/files/procd.sh" "$R/lib/functions/"
+	cp "$OW/package/system/uci/files/lib/config/uci.sh" "$R/lib/config/"
+	cp "$ST/src/libubox/sh/jshn.sh" "$R/usr/share/libubox/"
+	cp init/uhttpd.init "$R/etc/init.d/uhttpd"
+	P1=$((port + 5)) P2=$((port + 6))
+	default_uci "$R/etc/config/uhttpd" "$P1" "$P2"
+	sed -i "s|$TMP/www|/www|; s|$TMP/uhttpd|/etc/uhttpd|" "$R/etc/config/uhttpd"
+	cp "$TMP/uhttpd.crt" "$TMP/uhttpd.key" "$R/etc/"
+	cp "$TMP/www/index.html" "$R/www/"
+	printf "config system\n\toption hostname 'gw'\n" >"$R/etc/config/system"
+	printf "config dnsmasq\n\toption domain 'home.arpa'\n" >"$R/etc/config/dhcp"
+	: >"$R/dev/null"
+	chmod 666 "$R/dev/null"
+	# procd's end: the call the script makes, recorded.
+	printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>/tmp/ubus.calls\n' >"$R/bin/ubus"
+	chmod 755 "$R/bin/ubus" "$R/etc/init.d/uhttpd"
+	# As OpenWrt runs it: the shebang makes it `/bin/sh /etc/rc.common /etc/init.d/uhttpd start`.
+	chroot "$R" /etc/init.d/uhttpd start >"$TMP/rc.out" 2>&1
+	check "rc.common start: ubus call service set, once" [ "$(grep -c '^call service set ' "$R/tmp/ubus.calls" 2>/dev/null)" = 1 ] ||
+		sed 's/^/     /' "$TMP/rc.out" "$R/tmp/ubus.calls"
+	json=$(sed -n 's/^call service set //p' "$R/tmp/ubus.calls" | sed 's|\\/|/|g')
+	check "procd gets service 'uhttpd', instance 'main' running marmoset --config /var/etc/marmoset/uhttpd-main.conf" \
+		has_all "$json" '"name": "uhttpd"' '"main": {' '"command": [ "/usr/bin/marmoset", "--config", "/var/etc/marmoset/uhttpd-main.conf" ]' ||
+		echo "     $json"
+	check "procd: respawn (procd's 3600 5 5), stderr, the certificate and key watched; triggers on config 'uhttpd' and acme.renew" \
+		has_all "$json" '"respawn": [ "3600", "5", "5" ]' '"stderr": true' '"file": [ "/etc/uhttpd.crt", "/etc/uhttpd.key" ]' \
+			'"config.change"' '"uhttpd"' '"acme.renew"'
+	check "real uci: hostname and domain read (allowed-hosts gw gw.home.arpa)" \
+		grep -qx 'allowed-hosts gw gw.home.arpa' "$R/var/etc/marmoset/uhttpd-main.conf"
+	check "real uci: list options read (two listen_https)" \
+		[ "$(grep -c " tls\$" "$R/var/etc/marmoset/uhttpd-main.conf")" = 2 ]
+	check "the written config passes marmoset --check-config in the chroot" \
+		chroot "$R" /usr/bin/marmoset --check-config --config /var/etc/marmoset/uhttpd-main.conf
+	chroot "$R" /usr/bin/marmoset --config /var/etc/marmoset/uhttpd-main.conf 2>>"$TMP/server.log" &
+	pid=$!
+	pids="$pids $pid"
+	wait_up "https://127.0.0.1:$P2/" -k || bad "the chrooted server did not come up" || cat "$TMP/server.log"
+	check "the server started as procd would: HTTP and HTTPS answer" \
+		[ "$(curl -s "http://127.0.0.1:$P1/")$(curl -sk "https://127.0.0.1:$P2/")" = hellohello ]
+	stop
+fi
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
