@@ -154,3 +154,56 @@ fn a_chunked_body_past_1_mib_gets_413_whatever_cgi_max_body_allows() {
     );
     s.assert_healthy();
 }
+
+/// uhttpd's init script has px5g write the certificate and key in DER; a
+/// router switched to Marmoset keeps using them.
+#[cfg(feature = "tls")]
+#[test]
+fn uhttpds_der_certificate_and_key_serve_https() {
+    use common::tls::openssl;
+    let dir = TempDir::new("der");
+    let pair = tls::make_pair(&dir, "uhttpd");
+    let (crt, key) = (
+        dir.path().join("uhttpd.crt.der"),
+        dir.path().join("uhttpd.key.der"),
+    );
+    let (crt_s, key_s) = (crt.to_str().unwrap(), key.to_str().unwrap());
+    openssl(&[
+        "x509",
+        "-in",
+        pair.cert.to_str().unwrap(),
+        "-outform",
+        "der",
+        "-out",
+        crt_s,
+    ]);
+    // SEC1, as px5g writes an EC key.
+    openssl(&[
+        "ec",
+        "-in",
+        pair.key.to_str().unwrap(),
+        "-outform",
+        "der",
+        "-out",
+        key_s,
+    ]);
+    let s = Server::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--listen",
+        "127.0.0.1:0 tls",
+        "--tls-cert",
+        crt_s,
+        "--tls-key",
+        key_s,
+    ]);
+    let tls_port = tls::tls_port_on(&s, "127.0.0.1");
+    let (code, _, body) = curl(&[
+        "--cacert",
+        pair.cert.to_str().unwrap(),
+        &format!("https://localhost:{tls_port}/"),
+    ]);
+    assert_eq!(code, 200);
+    assert!(String::from_utf8_lossy(&body).contains("hello"));
+    s.assert_healthy();
+}
