@@ -23,6 +23,7 @@ header-timeout 30
 send-timeout 30
 keepalive-timeout 20
 max-connections 100
+index index.html index.htm default.html default.htm
 symlinks anywhere
 listing on
 ";

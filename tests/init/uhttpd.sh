@@ -230,6 +230,7 @@ header-timeout 30
 send-timeout 30
 keepalive-timeout 20
 max-connections 100
+index index.html index.htm default.html default.htm
 symlinks anywhere
 listing on
 allowed-hosts OpenWrt OpenWrt.lan
@@ -297,7 +298,7 @@ variant "script_timeout '90'" "cgi-timeout 90" "s/script_timeout\t60/script_time
 variant "network_timeout '15'" "header-timeout 15" "s/network_timeout\t30/network_timeout 15/"
 variant "network_timeout '15'" "send-timeout 15" "s/network_timeout\t30/network_timeout 15/"
 variant "cgi_prefix '/scripts/'" "cgi-prefix /scripts/" "s|cgi_prefix\t/cgi-bin|cgi_prefix /scripts/|"
-variant "index_page 'index.htm default.html'" "index index.htm default.html" "/option home/a\\	list index_page 'index.htm'\n	list index_page 'default.html'"
+variant "index_page 'main.html start.html' (uhttpd's four follow)" "index main.html start.html index.html index.htm default.html default.htm" "/option home/a\\	list index_page 'main.html'\n	list index_page 'start.html'"
 variant "error_page '/404.html'" "error-page 404 /404.html" "/option home/a\\	option error_page '/404.html'"
 variant "interpreter '.php=/usr/bin/php-cgi'" "cgi-interpreter .php /usr/bin/php-cgi" "/option home/a\\	list interpreter '.php=/usr/bin/php-cgi'"
 variant "no_symlinks '1'" "symlinks inside" "/option home/a\\	option no_symlinks '1'"
