@@ -18,6 +18,7 @@
 #     otherwise.
 # Env: MARMOSET_BIN (a TLS build; default target/release-tls/release/marmoset,
 # built when missing). Last line: "N passed, M failed".
+# shellcheck disable=SC2016 # all_of evaluates its argument itself
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 
@@ -145,6 +146,9 @@ run() {
 conf() { grep -v '^#' "$TMP/conf/uhttpd-main.conf" 2>/dev/null; }
 has() { conf | grep -qxF "$1"; }
 logged() { grep -qF "$1" "$TMP/rec"; }
+recorded() { for _l in "$@"; do grep -qxF "$_l" "$TMP/rec" || return 1; done; }
+# all_of 'A && B': one check of several conditions.
+all_of() { eval "$1"; }
 has_all() { # TEXT PART...
 	_t=$1
 	shift
@@ -195,7 +199,6 @@ EOF
 }
 mkdir -p "$TMP/www/cgi-bin"
 echo hello >"$TMP/www/index.html"
-# shellcheck disable=SC2016 # the script expands them
 printf '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\necho "$REMOTE_ADDR $SERVER_ADDR $HTTPS $PATH"\n' >"$TMP/www/cgi-bin/env"
 chmod 755 "$TMP/www/cgi-bin/env"
 # uhttpd's own key and certificate, as its init script has openssl make
@@ -253,10 +256,9 @@ for SH in sh "busybox sh"; do
 	check "[$SH] one instance 'main', run as: marmoset --config CONFDIR/uhttpd-main.conf" \
 		[ "$(tr '\n' ' ' <"$TMP/rec.cmd.main")" = "$BIN --config $TMP/conf/uhttpd-main.conf " ]
 	check "[$SH] procd: respawn, stderr, the certificate and key watched" \
-		grep -qx "set respawn " "$TMP/rec" && grep -qx "set stderr 1" "$TMP/rec" &&
-		grep -qx "set file $TMP/uhttpd.crt $TMP/uhttpd.key" "$TMP/rec"
+		recorded "set respawn " "set stderr 1" "set file $TMP/uhttpd.crt $TMP/uhttpd.key"
 	check "[$SH] reload on config 'uhttpd' and on acme.renew" \
-		grep -qx "reload_trigger uhttpd" "$TMP/rec" && grep -qx "raw_trigger acme.renew 5000 /etc/init.d/uhttpd reload" "$TMP/rec"
+		recorded "reload_trigger uhttpd" "raw_trigger acme.renew 5000 /etc/init.d/uhttpd reload"
 	check "[$SH] no user: the server runs as root, as uhttpd" not grep -q '^user\|^group' "$TMP/conf/uhttpd-main.conf"
 	for o in lua_prefix ucode_prefix tcp_keepalive; do
 		check "[$SH] '$o' logged as not honoured" logged "option $o '"
@@ -270,8 +272,8 @@ check "init/uhttpd.uci (marmoset-uhttpd's default) -> $(conf | tr '\n' ';')" \
 	"$BIN" --check-config --config "$TMP/conf/uhttpd-main.conf" --root "$TMP/www" \
 	--tls-cert "$TMP/uhttpd.crt" --tls-key "$TMP/uhttpd.key"
 check "init/uhttpd.uci: 80 and 443 on IPv4 and IPv6, ubus at /ubus when the binary has it" \
-	has "listen 0.0.0.0:80" && has "listen [::]:80" && has "listen 0.0.0.0:443 tls" && has "listen [::]:443 tls" &&
-	{ [ $ubus_ok = 0 ] || has "ubus /ubus"; }
+	all_of 'has "listen 0.0.0.0:80" && has "listen [::]:80" && has "listen 0.0.0.0:443 tls" &&
+		has "listen [::]:443 tls" && { [ $ubus_ok = 0 ] || has "ubus /ubus"; }'
 
 # Variants: uhttpd option -> Marmoset line.
 variant() { # DESCRIPTION WANT-LINE|!NOT-LINE SED-ON-DEFAULT...
@@ -318,21 +320,22 @@ cp "$TMP/default.uci" "$TMP/v.uci"
 sed -i "/option home/a\\	option config '/etc/httpd.conf'" "$TMP/v.uci"
 run sh "$TMP/v.uci"
 check "option config (httpd.conf auth): the section is not started, and says why" \
-	not grep -q '^open_instance' "$TMP/rec" && logged "option config '/etc/httpd.conf' (httpd.conf Basic auth) is not honoured"
+	all_of 'not grep -q ^open_instance "$TMP/rec" &&
+		logged "option config '"'/etc/httpd.conf'"' (httpd.conf Basic auth) is not honoured"'
 sed "s/^config uhttpd main/config uhttpd main\n\toption enabled '0'/" "$TMP/default.uci" >"$TMP/v.uci"
 run sh "$TMP/v.uci"
 check "enabled '0': no instance" not grep -q '^open_instance' "$TMP/rec"
 sed "s/max_connections 100/max_connections 'many'/" "$TMP/default.uci" >"$TMP/v.uci"
 run sh "$TMP/v.uci"
 check "a value marmoset refuses: not started, the reason logged" \
-	not grep -q '^open_instance' "$TMP/rec" && logged "max-connections"
+	all_of 'not grep -q ^open_instance "$TMP/rec" && logged max-connections'
 {
 	cat "$TMP/default.uci"
 	printf "\nconfig uhttpd second\n\tlist listen_http '127.0.0.1:%s'\n\toption home '%s'\n" $((port + 2)) "$TMP/www"
 } >"$TMP/v.uci"
 run sh "$TMP/v.uci"
 check "two uhttpd sections: two instances, two configs" \
-	[ "$(grep -c '^open_instance' "$TMP/rec")" = 2 ] && [ -s "$TMP/conf/uhttpd-second.conf" ]
+	all_of '[ "$(grep -c ^open_instance "$TMP/rec")" = 2 ] && [ -s "$TMP/conf/uhttpd-second.conf" ]'
 
 # The certificate: missing files are made from the cert section (openssl
 # here, as uhttpd's script falls back to it without px5g), or, with
@@ -346,7 +349,8 @@ check "no certificate, openssl present: made from the cert section (RSA 2048, 30
 check "... and tls-self-signed is not needed" not has "tls-self-signed on"
 rm -f "$TMP/new.crt" "$TMP/new.key"
 run sh "$TMP/v.uci"
-check "no certificate, no px5g or openssl: tls-self-signed on, logged" has "tls-self-signed on" && logged "marmoset makes an ECDSA P-256 certificate"
+check "no certificate, no px5g or openssl: tls-self-signed on, logged" \
+	all_of 'has "tls-self-signed on" && logged "marmoset makes an ECDSA P-256 certificate"'
 
 # The real server from the default file's config, and from variants.
 wait_up() { # URL CURL-ARGS...: answers within 10 s

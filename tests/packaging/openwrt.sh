@@ -108,6 +108,7 @@ defconfig() {
 	make defconfig >"$work/defconfig.log" 2>&1
 }
 cfg() { grep -qx "$1" .config; }
+cfgs() { for l in "$@"; do cfg "$l" || return 1; done; }
 val() { make -s -C package/feeds/marmoset/marmoset TOPDIR="$OW" "val.$1" 2>/dev/null; }
 
 # target subtarget packages-arch tls(y/n)
@@ -170,14 +171,14 @@ if [ -n "$LU" ]; then
 		defconfig ramips mt7621 "CONFIG_PACKAGE_$c=y" "# CONFIG_PACKAGE_marmoset is not set" \
 			"# CONFIG_PACKAGE_marmoset-tls is not set" || bad "make defconfig ($c)"
 		check "$c alone: uhttpd and uhttpd-mod-ubus in the image ($(sel "$w"))" \
-			cfg CONFIG_PACKAGE_uhttpd=y && cfg CONFIG_PACKAGE_uhttpd-mod-ubus=y
+			cfgs CONFIG_PACKAGE_uhttpd=y CONFIG_PACKAGE_uhttpd-mod-ubus=y
 		defconfig ramips mt7621 "CONFIG_PACKAGE_$c=y" CONFIG_PACKAGE_marmoset-uhttpd=y \
 			"# CONFIG_PACKAGE_marmoset is not set" "# CONFIG_PACKAGE_marmoset-tls is not set" ||
 			bad "make defconfig ($c, marmoset-uhttpd)"
 		check "$c with marmoset-uhttpd=y: uhttpd left out ($(sel "$w"))" \
 			not grep -qE '^CONFIG_PACKAGE_uhttpd(-mod-ubus)?=' .config
 		check "$c with marmoset-uhttpd=y: LuCI kept (luci-base, cgi-io, rpcd)" \
-			cfg CONFIG_PACKAGE_luci-base=y && cfg CONFIG_PACKAGE_cgi-io=y && cfg CONFIG_PACKAGE_rpcd=y
+			cfgs CONFIG_PACKAGE_luci-base=y CONFIG_PACKAGE_cgi-io=y CONFIG_PACKAGE_rpcd=y
 	done
 else
 	echo "skip - no LuCI feed (set OPENWRT_LUCI_DIR): the image with LuCI and marmoset-uhttpd not checked"
