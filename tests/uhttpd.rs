@@ -58,7 +58,12 @@ fn var<'a>(env: &'a str, name: &str) -> Option<&'a str> {
 #[test]
 fn scripts_get_the_environment_luci_and_cgi_io_read() {
     let (s, _outside, _conf) = start();
+    let origin = format!("Origin: http://127.0.0.1:{}", s.port);
     let (code, _, body) = s.curl(&[
+        "-H",
+        &origin,
+        "-H",
+        "Accept-Language: de,en;q=0.5",
         "-H",
         "Cookie: sysauth_http=0123",
         "-H",
@@ -74,6 +79,7 @@ fn scripts_get_the_environment_luci_and_cgi_io_read() {
     let env = String::from_utf8_lossy(&body);
     assert_eq!(code, 200, "{env}");
     let port = s.port.to_string();
+    let origin = format!("http://127.0.0.1:{port}");
     for (name, want) in [
         (
             "argv0",
@@ -91,6 +97,8 @@ fn scripts_get_the_environment_luci_and_cgi_io_read() {
         ("HTTP_AUTH_USER", "root"),
         ("HTTP_AUTH_PASS", "secret"),
         ("HTTP_ACCEPT", "text/html"),
+        ("HTTP_ACCEPT_LANGUAGE", "de,en;q=0.5"),
+        ("HTTP_ORIGIN", origin.as_str()),
         ("SERVER_NAME", "127.0.0.1"),
         ("SERVER_PORT", port.as_str()),
         ("SERVER_ADDR", "127.0.0.1"),
