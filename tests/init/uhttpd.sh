@@ -17,7 +17,8 @@
 #     (procd's end) is a stand-in recording the call. Skipped with a line
 #     otherwise.
 # Env: MARMOSET_BIN (a TLS build; default target/release-tls/release/marmoset,
-# built when missing). Last line: "N passed, M failed".
+# built when missing); KEEP_TMP=1 keeps the work directory. Last line:
+# "N passed, M failed".
 # shellcheck disable=SC2016 # all_of evaluates its argument itself
 set -u
 cd "$(dirname "$0")/../.." || exit 1
