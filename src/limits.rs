@@ -94,6 +94,14 @@ pub const MAX_CHUNK_LINE: usize = 4096;
 /// as it sends trailer lines.
 pub const MAX_TRAILERS: usize = HEAD_BUF;
 
+/// Largest chunked request body a script is given, whatever `cgi-max-body`
+/// allows: such a body is decoded in memory before the script starts (its
+/// `CONTENT_LENGTH` must be known), one per running script. A body with
+/// `Content-Length` streams instead, so raising `cgi-max-body` for firmware
+/// uploads (tens of MB) must not let a chunked one take that much memory.
+/// Browsers send uploads with `Content-Length`.
+pub const MAX_CGI_CHUNKED_BODY: u64 = 1 << 20;
+
 /// Local redirects (`Location: /path` from a script) followed for one
 /// request; a loop of scripts redirecting to each other ends in a 500.
 pub const MAX_LOCAL_REDIRECTS: u32 = 5;

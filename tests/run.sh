@@ -92,6 +92,7 @@ stage_init() {
 	local rc=0
 	tests/init/sysv.sh || rc=1
 	tests/init/procd.sh || rc=1
+	tests/init/uhttpd.sh || rc=1
 	tests/init/packaging.sh || rc=1
 	return $rc
 }
@@ -101,7 +102,9 @@ stage_init() {
 # run under qemu-user; bitbake's parse and task graph of meta-marmoset under
 # both init managers and a cargo.bbclass build; the OpenWrt package under
 # scripts/feeds, make defconfig and its check (OPENWRT_DIR,
-# OPENWRT_PACKAGES_DIR). The Buildroot and Yocto trees come from
+# OPENWRT_PACKAGES_DIR; OPENWRT_LUCI_DIR for LuCI without uhttpd). The
+# init stage runs the uhttpd init script under OpenWrt's rc.common when
+# OPENWRT_DIR is set. The Buildroot and Yocto trees come from
 # ../shared/upstream (or BUILDROOT_DIR, OE_CORE_DIR, BITBAKE_DIR).
 stage_packaging() {
 	local rc=0

@@ -174,7 +174,13 @@ impl Job {
             ("PATH_INFO".into(), script.path_info.clone()),
             ("QUERY_STRING".into(), query.map(text).unwrap_or_default()),
             ("REMOTE_ADDR".into(), canonical_ip(caller.peer)),
+            // No reverse lookup: RFC 3875 section 4.1.9 allows the address.
+            ("REMOTE_HOST".into(), canonical_ip(caller.peer)),
             ("REMOTE_PORT".into(), caller.peer.port().to_string()),
+            // Not in RFC 3875, but set by uhttpd, Apache and nginx alike.
+            ("SERVER_ADDR".into(), canonical_ip(caller.local)),
+            // php-cgi refuses to run without it (its force-cgi-redirect).
+            ("REDIRECT_STATUS".into(), "200".into()),
             ("PATH".into(), SCRIPT_PATH.into()),
         ];
         if !script.path_info.is_empty() {

@@ -22,7 +22,9 @@ use crate::http::request::{self, BodyKind, Field, Reject, Version};
 use crate::http::response::{self, Body, HeadContext, Response};
 use crate::http::status::Status;
 use crate::limits::OUT_BUF;
-use crate::limits::{LINGER_BYTES, LINGER_TIME, MAX_DISCARDED_BODY, MAX_LOCAL_REDIRECTS};
+use crate::limits::{
+    LINGER_BYTES, LINGER_TIME, MAX_CGI_CHUNKED_BODY, MAX_DISCARDED_BODY, MAX_LOCAL_REDIRECTS,
+};
 use crate::logs::access_log;
 use crate::net::deadline::within;
 use crate::net::idle::Idle;
@@ -588,7 +590,7 @@ impl Conn {
     /// (its extensions and trailer fields count too).
     async fn read_chunked(&mut self) -> Result<Vec<u8>, Status> {
         let deadline = Instant::now() + self.w.config.header_timeout;
-        let max = self.w.config.cgi.max_body;
+        let max = self.w.config.cgi.max_body.min(MAX_CGI_CHUNKED_BODY);
         let mut decoder = chunked::Decoder::default();
         let mut body = Vec::new();
         loop {

@@ -1,4 +1,4 @@
-//! Reading a certificate chain and its private key from PEM files into
+//! Reading a certificate chain and its private key from PEM (or DER) files into
 //! the pair rustls signs handshakes with, with errors that say which file
 //! is wrong and how.
 
@@ -97,8 +97,17 @@ fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// A DER file (uhttpd's own certificate and key, as its init script has
+/// px5g make them) rather than PEM: binary, starting with a SEQUENCE.
+fn is_der(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&0x30) && !contains(bytes, b"-----BEGIN")
+}
+
 fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let text = read(path, "certificate")?;
+    if is_der(&text) {
+        return Ok(vec![CertificateDer::from(text)]);
+    }
     let chain = CertificateDer::pem_slice_iter(&text)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| {
@@ -125,6 +134,16 @@ pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
             "{} is encrypted; give the key without a passphrase (`openssl pkey -in KEY -out PLAIN`)",
             path.display()
         ));
+    }
+    if is_der(&text) {
+        return PrivateKeyDer::try_from(text.as_slice())
+            .map(|k| k.clone_key())
+            .map_err(|_| {
+                format!(
+                    "{}: not a PKCS#8, SEC1 or PKCS#1 key in DER",
+                    path.display()
+                )
+            });
     }
     PrivateKeyDer::from_pem_slice(&text).map_err(|e| match e {
         rustls::pki_types::pem::Error::NoItemsFound => format!(

@@ -25,7 +25,9 @@ OW=board/openwrt/marmoset
 check "rootfs-overlay S50marmoset == init/S50marmoset" cmp -s init/S50marmoset rootfs-overlay/etc/init.d/S50marmoset
 check "OpenWrt files/marmoset.init == init/marmoset.init" cmp -s init/marmoset.init $OW/files/marmoset.init
 check "OpenWrt files/marmoset.config == init/marmoset.uci" cmp -s init/marmoset.uci $OW/files/marmoset.config
-check "init scripts are executable" test -x init/S50marmoset -a -x rootfs-overlay/etc/init.d/S50marmoset -a -x init/marmoset.init
+check "OpenWrt files/uhttpd.init == init/uhttpd.init" cmp -s init/uhttpd.init $OW/files/uhttpd.init
+check "OpenWrt files/uhttpd.config == init/uhttpd.uci" cmp -s init/uhttpd.uci $OW/files/uhttpd.config
+check "init scripts are executable" test -x init/S50marmoset -a -x rootfs-overlay/etc/init.d/S50marmoset -a -x init/marmoset.init -a -x init/uhttpd.init
 
 # Overlay: merged-usr, nothing but etc/ and www/.
 for d in bin sbin lib lib64 usr; do

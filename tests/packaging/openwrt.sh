@@ -24,7 +24,12 @@
 # Nothing is compiled for the target: the toolchain, rust/host and the
 # source would be downloaded.
 #
-#   OPENWRT_DIR=/tmp/openwrt OPENWRT_PACKAGES_DIR=/tmp/packages tests/packaging/openwrt.sh
+#   6. marmoset-uhttpd: provides uhttpd and uhttpd-mod-ubus; with a LuCI
+#      feed (OPENWRT_LUCI_DIR), `luci` or `luci-ssl` with marmoset-uhttpd=y
+#      leaves uhttpd out of the image and keeps LuCI; its install recipe.
+#
+#   OPENWRT_DIR=/tmp/openwrt OPENWRT_PACKAGES_DIR=/tmp/packages \
+#   [OPENWRT_LUCI_DIR=/tmp/luci] tests/packaging/openwrt.sh
 # OPENWRT_DIR is written to (feeds.conf, feeds/, package/feeds/, tmp/,
 # .config, the host's scripts/config): use a scratch tree. Skips with one
 # line when either tree is absent. MARMOSET_OW_WORK: work directory (default
@@ -54,19 +59,26 @@ run_log() { "$@" >"$log" 2>&1; }                     # output to $log
 
 note "openwrt $(git -C "$OW" rev-parse HEAD 2>/dev/null || echo '(not git)'), packages $(git -C "$PK" rev-parse HEAD 2>/dev/null || echo '(not git)')"
 cp -R board/openwrt/marmoset "$work/feed/"
-printf 'src-link packages %s\nsrc-link marmoset %s\n' "$PK" "$work/feed" >"$OW/feeds.conf"
+LU=${OPENWRT_LUCI_DIR:-}
+[ -n "$LU" ] && [ -f "$LU/collections/luci/Makefile" ] && LU=$(cd "$LU" && pwd -P) || LU=
+{
+	printf 'src-link packages %s\n' "$PK"
+	[ -z "$LU" ] || printf 'src-link luci %s\n' "$LU"
+	printf 'src-link marmoset %s\n' "$work/feed"
+} >"$OW/feeds.conf"
 cd "$OW" || exit 1
 log=$work/feeds-update.log
 check "scripts/feeds update -a" run_log ./scripts/feeds update -a || tail -5 "$log"
 log=$work/feeds-install.log
-check "scripts/feeds install marmoset marmoset-tls" run_log ./scripts/feeds install marmoset marmoset-tls || tail -5 "$log"
+check "scripts/feeds install marmoset marmoset-tls marmoset-uhttpd" \
+	run_log ./scripts/feeds install marmoset marmoset-tls marmoset-uhttpd || tail -5 "$log"
 check "rust installed from the packages feed" test -L package/feeds/packages/rust
 idx=feeds/marmoset.index
 field() { # PACKAGE FIELD: the field's value in the feed index
 	awk -v p="Package: $1" -v f="$2: " '$0 == p { on = 1; next } /^Package: / { on = 0 }
 		on && index($0, f) == 1 { print substr($0, length(f) + 1); exit }' "$idx"
 }
-for p in marmoset marmoset-tls; do
+for p in marmoset marmoset-tls marmoset-uhttpd; do
 	m=$(field $p Maintainer)
 	check "$p: Maintainer '$m'" test -n "$m"
 	t=$(field $p Title)
@@ -74,6 +86,11 @@ for p in marmoset marmoset-tls; do
 	check "$p: the menu shows the title ($line)" has "$line" " $t\""
 done
 check "marmoset-tls: excluded on i386 ($(field marmoset-tls Depends))" has "$(field marmoset-tls Depends)" "@!i386"
+check "marmoset-uhttpd: excluded on i386" has "$(field marmoset-uhttpd Depends)" "@!i386"
+check "marmoset-uhttpd: Provides '$(field marmoset-uhttpd Provides)'" \
+	has "$(field marmoset-uhttpd Provides)" "@uhttpd @uhttpd-mod-ubus"
+check "marmoset-uhttpd: Conflicts '$(field marmoset-uhttpd Conflicts)'" \
+	same "$(field marmoset-uhttpd Conflicts)" "uhttpd uhttpd-mod-ubus marmoset marmoset-tls"
 for p in marmoset marmoset-tls; do
 	check "$p: libcrypt-compat on glibc" has "$(field $p Depends)" "+USE_GLIBC:libcrypt-compat"
 done
@@ -91,6 +108,7 @@ defconfig() {
 	make defconfig >"$work/defconfig.log" 2>&1
 }
 cfg() { grep -qx "$1" .config; }
+cfgs() { for l in "$@"; do cfg "$l" || return 1; done; }
 val() { make -s -C package/feeds/marmoset/marmoset TOPDIR="$OW" "val.$1" 2>/dev/null; }
 
 # target subtarget packages-arch tls(y/n)
@@ -146,6 +164,32 @@ else
 	bad "ramips/mt7621 with CONFIG_LIBC_USE_GLIBC=y"
 fi
 
+# LuCI (its own feed, OPENWRT_LUCI_DIR) depends on uhttpd and
+# uhttpd-mod-ubus; marmoset-uhttpd provides both, so an image with LuCI
+# and marmoset-uhttpd leaves uhttpd out.
+if [ -n "$LU" ]; then
+	log=$work/feeds-install-luci.log
+	check "scripts/feeds install luci luci-ssl" run_log ./scripts/feeds install luci luci-ssl || tail -5 "$log"
+	note "luci $(git -C "$LU" rev-parse HEAD 2>/dev/null || echo '(not git)')"
+	sel() { grep -E "^CONFIG_PACKAGE_($1)=y" .config | sed 's/^CONFIG_PACKAGE_//; s/=y$//' | tr '\n' ' '; }
+	w='uhttpd|uhttpd-mod-ubus|marmoset-uhttpd|px5g-mbedtls'
+	for c in luci luci-ssl; do
+		defconfig ramips mt7621 "CONFIG_PACKAGE_$c=y" "# CONFIG_PACKAGE_marmoset is not set" \
+			"# CONFIG_PACKAGE_marmoset-tls is not set" || bad "make defconfig ($c)"
+		check "$c alone: uhttpd and uhttpd-mod-ubus in the image ($(sel "$w"))" \
+			cfgs CONFIG_PACKAGE_uhttpd=y CONFIG_PACKAGE_uhttpd-mod-ubus=y
+		defconfig ramips mt7621 "CONFIG_PACKAGE_$c=y" CONFIG_PACKAGE_marmoset-uhttpd=y \
+			"# CONFIG_PACKAGE_marmoset is not set" "# CONFIG_PACKAGE_marmoset-tls is not set" ||
+			bad "make defconfig ($c, marmoset-uhttpd)"
+		check "$c with marmoset-uhttpd=y: uhttpd left out ($(sel "$w"))" \
+			not grep -qE '^CONFIG_PACKAGE_uhttpd(-mod-ubus)?=' .config
+		check "$c with marmoset-uhttpd=y: LuCI kept (luci-base, cgi-io, rpcd)" \
+			cfgs CONFIG_PACKAGE_luci-base=y CONFIG_PACKAGE_cgi-io=y CONFIG_PACKAGE_rpcd=y
+	done
+else
+	echo "skip - no LuCI feed (set OPENWRT_LUCI_DIR): the image with LuCI and marmoset-uhttpd not checked"
+fi
+
 # The release step: the tarball's hash written by OpenWrt's fixup.
 defconfig ramips mt7621 || bad "make defconfig"
 (cd "$repo" && git archive --prefix=marmoset-0.1.0/ -o "$work/dl/marmoset-0.1.0.tar.gz" HEAD)
@@ -192,6 +236,29 @@ if check "Package/marmoset/install runs" make -s -C "$i/pkg" TOPDIR="$OW" instal
 	check "index.html installed" test -f "$i/root/www-marmoset/index.html"
 else
 	sed 's/^/     /' "$i/log"
+fi
+
+# marmoset-uhttpd's install recipe, expanded the same way.
+u=$work/install-uhttpd
+mkdir -p "$u/root"
+# shellcheck disable=SC2016 # make's $(...), not the shell's
+{
+	echo 'include $(TOPDIR)/rules.mk'
+	echo 'PKG_NAME:=marmoset'
+	echo 'include $(INCLUDE_DIR)/package.mk'
+	echo "PKG_BUILD_DIR:=$i/src"
+	echo "PKG_INSTALL_DIR:=$i/src"
+	sed -n '/^define Package\/marmoset-uhttpd\/install$/,/^endef$/p' "$repo/board/openwrt/marmoset/Makefile"
+	printf 'install-test:\n\t%s\n' '$(call Package/marmoset-uhttpd/install,'"$u/root"')'
+} >"$i/pkg/Makefile"
+if check "Package/marmoset-uhttpd/install runs" make -s -C "$i/pkg" TOPDIR="$OW" install-test >"$u/log" 2>&1; then
+	(cd "$u/root" && find . -type f -printf '%m %p\n' | sort -k2) >"$u/files"
+	check "marmoset-uhttpd installs /usr/bin/marmoset, /etc/init.d/uhttpd, /etc/config/uhttpd: $(tr '\n' ' ' <"$u/files")" \
+		same "$(cat "$u/files")" "600 ./etc/config/uhttpd
+755 ./etc/init.d/uhttpd
+755 ./usr/bin/marmoset"
+else
+	sed 's/^/     /' "$u/log"
 fi
 
 echo "$pass passed, $fail failed"

@@ -1,0 +1,477 @@
+#!/bin/sh
+# Checks init/uhttpd.init, the procd script that serves uhttpd's
+# /etc/config/uhttpd with Marmoset (package marmoset-uhttpd):
+#  1. sourced against stand-ins for OpenWrt's /lib/functions.sh (config_*,
+#     uci_get) and procd.sh (procd_*), under dash and busybox sh, for
+#     OpenWrt's default /etc/config/uhttpd (as the router has it after
+#     uhttpd-mod-ubus and luci-base set their prefixes) and variants: the
+#     Marmoset config each produces, line for line, and what is logged;
+#  2. every produced config accepted by the real binary
+#     (`marmoset --check-config`), and the server started from one answering
+#     over real sockets: HTTP, HTTPS with uhttpd's DER certificate,
+#     redirect_https, a certificate made from the `cert` section, a CGI;
+#  3. with OPENWRT_DIR (an OpenWrt tree) and the real uci and jshn binaries
+#     (OPENWRT_STACK_PREFIX, default /tmp/openwrt-stack/prefix): the script
+#     run as `/etc/init.d/uhttpd start` under OpenWrt's own rc.common,
+#     functions.sh, uci.sh, procd.sh and jshn.sh in a chroot; only `ubus`
+#     (procd's end) is a stand-in recording the call. Skipped with a line
+#     otherwise.
+# Env: MARMOSET_BIN (a TLS build; default target/release-tls/release/marmoset,
+# built when missing); KEEP_TMP=1 keeps the work directory. Last line:
+# "N passed, M failed".
+# shellcheck disable=SC2016 # all_of evaluates its argument itself
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+
+# shellcheck source=tests/results.sh
+. tests/results.sh
+
+TMP=$(mktemp -d /tmp/marmoset-uhttpd.XXXXXX)
+chmod 755 "$TMP"
+pids=""
+cleanup() {
+	for p in $pids; do kill "$p" 2>/dev/null; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+[ -z "${KEEP_TMP:-}" ] || trap - EXIT
+
+# The TLS release build, where tests/run.sh's release stage puts it.
+tdir=${CARGO_TARGET_DIR:-target}/release-tls
+BIN=${MARMOSET_BIN:-$tdir/release/marmoset}
+if [ ! -x "$BIN" ]; then
+	CARGO_TARGET_DIR=$tdir cargo build --release --locked --features tls >&2 ||
+		bad "cargo build --release --features tls"
+fi
+BIN=$(cd "$(dirname "$BIN")" && pwd -P)/$(basename "$BIN")
+
+cat >"$TMP/harness.sh" <<'EOF_H'
+# --- /lib/functions.sh stand-ins (see tests/init/procd.sh for the rules).
+_uq() { echo "$1" | sed "s/^'\(.*\)'\$/\1/; s/^\"\(.*\)\"\$/\1/"; }
+config_load() {
+	_sect="" _SECTIONS=""
+	while read -r _kw _a _b || [ -n "$_kw" ]; do
+		_a=$(_uq "$_a")
+		_b=$(_uq "$_b")
+		case $_kw in
+		config)
+			_sect=$_b
+			_SECTIONS="$_SECTIONS $_sect"
+			eval "CONFIG_${_sect}_TYPE=\$_a"
+			;;
+		option) eval "CONFIG_${_sect}_$_a=\$_b" ;;
+		list)
+			eval "_n=\$((\${CONFIG_${_sect}_${_a}_LENGTH:-0} + 1))"
+			eval "CONFIG_${_sect}_${_a}_LENGTH=\$_n; CONFIG_${_sect}_${_a}_ITEM$_n=\$_b"
+			eval "CONFIG_${_sect}_$_a=\"\${CONFIG_${_sect}_$_a:+\$CONFIG_${_sect}_$_a }\$_b\""
+			;;
+		esac
+	done <"$UCI_DIR/$1"
+}
+config_get() {
+	case $# in
+	2|3) [ $# = 3 ] && [ -n "$3" ] || { eval "echo \"\${CONFIG_$1_$2-}\""; return; } ;;
+	esac
+	eval "$1=\${CONFIG_$2_$3:-\${4-}}"
+}
+config_get_bool() {
+	config_get _b "$2" "$3" "${4-}"
+	case $_b in
+	1|on|true|yes|enabled) _b=1 ;;
+	0|off|false|no|disabled) _b=0 ;;
+	*) _b=${4-} ;;
+	esac
+	eval "$1=\$_b"
+}
+config_list_foreach() {
+	_s=$1 _o=$2 _f=$3
+	shift 3
+	eval "_len=\${CONFIG_${_s}_${_o}_LENGTH:-0}"
+	_i=1
+	while [ "$_i" -le "$_len" ]; do
+		eval "_item=\$CONFIG_${_s}_${_o}_ITEM$_i"
+		"$_f" "$_item" "$@"
+		_i=$((_i + 1))
+	done
+}
+config_foreach() { # FUNC TYPE ARGS...
+	_fn=$1 _ty=$2
+	shift 2
+	for _s in $_SECTIONS; do
+		eval "_t=\$CONFIG_${_s}_TYPE"
+		[ "$_t" = "$_ty" ] && "$_fn" "$_s" "$@"
+	done
+}
+uci_get() { # PACKAGE SECTION OPTION: system hostname and dhcp domain only
+	case "$1 $3" in
+	"system hostname") echo "${UCI_HOSTNAME-}" ;;
+	"dhcp domain") echo "${UCI_DOMAIN-}" ;;
+	esac
+}
+logger() { echo "logger $*" >>"$REC"; }
+# --- procd.sh stand-ins: the command of each instance, one argument a line,
+# goes to $REC.cmd.NAME; the rest to $REC.
+_instance=""
+procd_open_instance() { _instance=$1; echo "open_instance $1" >>"$REC"; : >"$REC.cmd.$1"; }
+procd_close_instance() { echo "close_instance $_instance" >>"$REC"; _instance=""; }
+procd_set_param() {
+	_t=$1
+	shift
+	[ -n "$_instance" ] || { echo "error set $_t outside an instance" >>"$REC"; return; }
+	case $_t in
+	command) for _a in "$@"; do printf '%s\n' "$_a" >>"$REC.cmd.$_instance"; done ;;
+	*) echo "set $_t $*" >>"$REC" ;;
+	esac
+}
+procd_add_reload_trigger() { echo "reload_trigger $*" >>"$REC"; }
+procd_add_raw_trigger() { echo "raw_trigger $*" >>"$REC"; }
+. "$INIT"
+# The paths the script writes and runs, for the test.
+PROG=$TEST_PROG CONFDIR=$TEST_CONFDIR PX5G_BIN=$TEST_PX5G OPENSSL_BIN=$TEST_OPENSSL
+start_service
+service_triggers
+EOF_H
+
+# run SHELL UCI-FILE: the init script's start; leaves $TMP/rec*, $TMP/conf/
+SH="sh"
+run() {
+	rm -rf "$TMP/etc-config" "$TMP/conf" "$TMP"/rec*
+	mkdir -p "$TMP/etc-config"
+	cp "$2" "$TMP/etc-config/uhttpd"
+	: >"$TMP/rec"
+	REC=$TMP/rec UCI_DIR=$TMP/etc-config INIT=init/uhttpd.init TEST_PROG=$BIN \
+		TEST_CONFDIR=$TMP/conf TEST_PX5G=${PX5G:-/nonexistent} TEST_OPENSSL=${OPENSSL:-/nonexistent} \
+		UCI_HOSTNAME=${UCI_HOSTNAME-OpenWrt} UCI_DOMAIN=${UCI_DOMAIN-lan} \
+		$1 "$TMP/harness.sh" 2>"$TMP/stderr"
+}
+conf() { grep -v '^#' "$TMP/conf/uhttpd-main.conf" 2>/dev/null; }
+has() { conf | grep -qxF "$1"; }
+logged() { grep -qF "$1" "$TMP/rec"; }
+recorded() { for _l in "$@"; do grep -qxF "$_l" "$TMP/rec" || return 1; done; }
+# all_of 'A && B': one check of several conditions.
+all_of() { eval "$1"; }
+has_all() { # TEXT PART...
+	_t=$1
+	shift
+	for _p in "$@"; do case $_t in *"$_p"*) ;; *) return 1 ;; esac; done
+}
+
+# OpenWrt's /etc/config/uhttpd: the package's default (openwrt
+# package/network/services/uhttpd/files/uhttpd.config), with ubus_prefix as
+# uhttpd-mod-ubus's uci-defaults sets it and ucode_prefix as luci-base's
+# postinst adds it. Paths under $TMP so that the real binary can use them.
+default_uci() { # FILE HTTP-PORT HTTPS-PORT
+	cat >"$1" <<EOF
+# Server configuration
+config uhttpd main
+
+	# HTTP listen addresses, multiple allowed
+	list listen_http	127.0.0.1:$2
+	list listen_http	[::1]:$2
+
+	list listen_https	127.0.0.1:$3
+	list listen_https	[::1]:$3
+	option redirect_https	0
+	option home		$TMP/www
+	option rfc1918_filter 1
+	option max_requests 3
+	option max_connections 100
+	option cert		$TMP/uhttpd.crt
+	option key		$TMP/uhttpd.key
+	option cgi_prefix	/cgi-bin
+	list lua_prefix		"/cgi-bin/luci=/usr/lib/lua/luci/sgi/uhttpd.lua"
+	option script_timeout	60
+	option network_timeout	30
+	option http_keepalive	20
+	option tcp_keepalive	1
+	option ubus_prefix	/ubus
+	list ucode_prefix	'/cgi-bin/luci=/usr/share/ucode/luci/uhttpd.uc'
+
+config cert defaults
+	option days		397
+	option key_type		ec
+	option bits		2048
+	option ec_curve		P-256
+	option country		ZZ
+	option state		Somewhere
+	option location		Unknown
+	option commonname	'OpenWrt'
+EOF
+}
+mkdir -p "$TMP/www/cgi-bin"
+echo hello >"$TMP/www/index.html"
+printf '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\necho "$REMOTE_ADDR $SERVER_ADDR $HTTPS $PATH"\n' >"$TMP/www/cgi-bin/env"
+chmod 755 "$TMP/www/cgi-bin/env"
+# uhttpd's own key and certificate, as its init script has openssl make
+# them: the certificate in DER, the key in PEM.
+openssl req -x509 -sha256 -outform der -nodes -days 397 -newkey ec \
+	-pkeyopt ec_paramgen_curve:P-256 -keyout "$TMP/uhttpd.key" -out "$TMP/uhttpd.crt" \
+	-subj /C=ZZ/ST=Somewhere/L=Unknown/O=OpenWrt/CN=OpenWrt >/dev/null 2>&1
+
+ubus_ok=0
+"$BIN" --check-config --config /dev/null --ubus-cors off 2>&1 | grep -q 'unknown setting' || ubus_ok=1
+port=$((30000 + $$ % 15000))
+P1=$port P2=$((port + 1))
+default_uci "$TMP/default.uci" "$P1" "$P2"
+
+# The default file, line for line.
+expected() {
+	cat <<EOF
+workers 1
+syslog off
+root $TMP/www
+listen 127.0.0.1:$P1
+listen [::1]:$P1
+tls-cert $TMP/uhttpd.crt
+tls-key $TMP/uhttpd.key
+listen 127.0.0.1:$P2 tls
+listen [::1]:$P2 tls
+cgi-prefix /cgi-bin/
+cgi-timeout 60
+cgi-max 3
+cgi-max-body 1073741824
+header-timeout 30
+send-timeout 30
+keepalive-timeout 20
+max-connections 100
+index index.html index.htm default.html default.htm
+symlinks anywhere
+listing on
+allowed-hosts OpenWrt OpenWrt.lan
+EOF
+	if [ $ubus_ok = 1 ]; then
+		echo "ubus /ubus"
+		echo "ubus-timeout 60"
+	fi
+}
+for SH in sh "busybox sh"; do
+	run "$SH" "$TMP/default.uci"
+	if [ "$(conf)" = "$(expected)" ]; then
+		ok "[$SH] OpenWrt's default /etc/config/uhttpd -> $(conf | tr '\n' ';')"
+	else
+		bad "[$SH] OpenWrt's default /etc/config/uhttpd"
+		expected >"$TMP/want"
+		conf | diff "$TMP/want" - | sed 's/^/     /'
+		sed 's/^/     /' "$TMP/stderr"
+	fi
+	check "[$SH] one instance 'main', run as: marmoset --config CONFDIR/uhttpd-main.conf" \
+		[ "$(tr '\n' ' ' <"$TMP/rec.cmd.main")" = "$BIN --config $TMP/conf/uhttpd-main.conf " ]
+	check "[$SH] procd: respawn, stderr, the certificate and key watched" \
+		recorded "set respawn " "set stderr 1" "set file $TMP/uhttpd.crt $TMP/uhttpd.key"
+	check "[$SH] reload on config 'uhttpd' and on acme.renew" \
+		recorded "reload_trigger uhttpd" "raw_trigger acme.renew 5000 /etc/init.d/uhttpd reload"
+	check "[$SH] no user: the server runs as root, as uhttpd" not grep -q '^user\|^group' "$TMP/conf/uhttpd-main.conf"
+	for o in lua_prefix ucode_prefix tcp_keepalive; do
+		check "[$SH] '$o' logged as not honoured" logged "option $o '"
+	done
+	[ $ubus_ok = 1 ] || check "[$SH] this binary has no ubus endpoint: logged" logged "ubus_prefix is not served"
+done
+
+# The package's own /etc/config/uhttpd (for images without uhttpd).
+run sh init/uhttpd.uci
+check "init/uhttpd.uci (marmoset-uhttpd's default) -> $(conf | tr '\n' ';')" \
+	"$BIN" --check-config --config "$TMP/conf/uhttpd-main.conf" --root "$TMP/www" \
+	--tls-cert "$TMP/uhttpd.crt" --tls-key "$TMP/uhttpd.key"
+check "init/uhttpd.uci: 80 and 443 on IPv4 and IPv6, ubus at /ubus when the binary has it" \
+	all_of 'has "listen 0.0.0.0:80" && has "listen [::]:80" && has "listen 0.0.0.0:443 tls" &&
+		has "listen [::]:443 tls" && { [ $ubus_ok = 0 ] || has "ubus /ubus"; }'
+
+# Variants: uhttpd option -> Marmoset line.
+variant() { # DESCRIPTION WANT-LINE|!NOT-LINE SED-ON-DEFAULT...
+	_d=$1 _w=$2
+	shift 2
+	cp "$TMP/default.uci" "$TMP/v.uci"
+	for _e in "$@"; do sed -i "$_e" "$TMP/v.uci"; done
+	run sh "$TMP/v.uci"
+	case $_w in
+	!*) check "$_d: no '${_w#!}'" not has "${_w#!}" ;;
+	*) check "$_d -> '$_w'" has "$_w" ;;
+	esac || { conf | sed 's/^/     /'; sed 's/^/     /' "$TMP/stderr"; }
+	check "$_d: the config passes --check-config" "$BIN" --check-config --config "$TMP/conf/uhttpd-main.conf" >/dev/null 2>&1
+}
+variant "listen_http '8088' (a bare port)" "listen 0.0.0.0:8088" "s/127.0.0.1:$P1/8088/"
+variant "listen_http '8088' (a bare port)" "listen [::]:8088" "s/127.0.0.1:$P1/8088/"
+variant "redirect_https '1'" "redirect-https on" "s/redirect_https\t0/redirect_https 1/"
+variant "http_keepalive '0'" "max-requests 1" "s/http_keepalive\t20/http_keepalive 0/"
+variant "http_keepalive '0'" "!keepalive-timeout 20" "s/http_keepalive\t20/http_keepalive 0/"
+variant "max_requests '5'" "cgi-max 5" "s/max_requests 3/max_requests 5/"
+variant "max_requests unset: uhttpd's 3" "cgi-max 3" "/max_requests/d"
+variant "max_connections '20'" "max-connections 20" "s/max_connections 100/max_connections 20/"
+variant "script_timeout '90'" "cgi-timeout 90" "s/script_timeout\t60/script_timeout 90/"
+variant "network_timeout '15'" "header-timeout 15" "s/network_timeout\t30/network_timeout 15/"
+variant "network_timeout '15'" "send-timeout 15" "s/network_timeout\t30/network_timeout 15/"
+variant "cgi_prefix '/scripts/'" "cgi-prefix /scripts/" "s|cgi_prefix\t/cgi-bin|cgi_prefix /scripts/|"
+variant "index_page 'main.html start.html' (uhttpd's four follow)" "index main.html start.html index.html index.htm default.html default.htm" "/option home/a\\	list index_page 'main.html'\n	list index_page 'start.html'"
+variant "error_page '/404.html'" "error-page 404 /404.html" "/option home/a\\	option error_page '/404.html'"
+variant "interpreter '.php=/usr/bin/php-cgi'" "cgi-interpreter .php /usr/bin/php-cgi" "/option home/a\\	list interpreter '.php=/usr/bin/php-cgi'"
+variant "no_symlinks '1'" "symlinks inside" "/option home/a\\	option no_symlinks '1'"
+variant "no_dirlists '1'" "!listing on" "/option home/a\\	option no_dirlists '1'"
+variant "rfc1918_filter '0'" "!allowed-hosts OpenWrt OpenWrt.lan" "s/rfc1918_filter 1/rfc1918_filter 0/"
+variant "rfc1918_filter with list allowed_hosts 'router.example'" "allowed-hosts router.example OpenWrt OpenWrt.lan" "/option home/a\\	list allowed_hosts 'router.example'"
+variant "no listen_https: no TLS lines" "!tls-key $TMP/uhttpd.key" "/listen_https/d"
+variant "httpauth section: its prefix refused (fail closed)" "deny /private all" \
+	"/option home/a\\	list httpauth 'prot'" "\$a\\config httpauth 'prot'\n	option prefix '/private'\n	option username 'u'\n	option password 'p'"
+check "httpauth: logged" logged "httpauth 'prot' (/private) is not honoured"
+if [ $ubus_ok = 1 ]; then
+	variant "ubus_socket, ubus_cors, no_ubusauth" "ubus /ubus /tmp/u.sock" "/option home/a\\	option ubus_socket '/tmp/u.sock'\n	option ubus_cors '1'\n	option no_ubusauth '1'"
+	check "ubus_cors '1' -> ubus-cors on" has "ubus-cors on"
+	check "no_ubusauth '1' -> ubus-auth off" has "ubus-auth off"
+fi
+cp "$TMP/default.uci" "$TMP/v.uci"
+sed -i "/option home/a\\	option config '/etc/httpd.conf'" "$TMP/v.uci"
+run sh "$TMP/v.uci"
+check "option config (httpd.conf auth): the section is not started, and says why" \
+	all_of 'not grep -q ^open_instance "$TMP/rec" &&
+		logged "option config '"'/etc/httpd.conf'"' (httpd.conf Basic auth) is not honoured"'
+sed "s/^config uhttpd main/config uhttpd main\n\toption enabled '0'/" "$TMP/default.uci" >"$TMP/v.uci"
+run sh "$TMP/v.uci"
+check "enabled '0': no instance" not grep -q '^open_instance' "$TMP/rec"
+sed "s/max_connections 100/max_connections 'many'/" "$TMP/default.uci" >"$TMP/v.uci"
+run sh "$TMP/v.uci"
+check "a value marmoset refuses: not started, the reason logged" \
+	all_of 'not grep -q ^open_instance "$TMP/rec" && logged max-connections'
+{
+	cat "$TMP/default.uci"
+	printf "\nconfig uhttpd second\n\tlist listen_http '127.0.0.1:%s'\n\toption home '%s'\n" $((port + 2)) "$TMP/www"
+} >"$TMP/v.uci"
+run sh "$TMP/v.uci"
+check "two uhttpd sections: two instances, two configs" \
+	all_of '[ "$(grep -c ^open_instance "$TMP/rec")" = 2 ] && [ -s "$TMP/conf/uhttpd-second.conf" ]'
+
+# The certificate: missing files are made from the cert section (openssl
+# here, as uhttpd's script falls back to it without px5g), or, with
+# neither tool, by marmoset's tls-self-signed.
+sed "s|$TMP/uhttpd|$TMP/new|; s/key_type\t\tec/key_type rsa/; s/bits\t\t2048/bits 2048/; s/days\t\t397/days 30/" "$TMP/default.uci" >"$TMP/v.uci"
+OPENSSL=$(command -v openssl) run sh "$TMP/v.uci"
+check "no certificate, openssl present: made from the cert section (RSA 2048, 30 days, the subject)" \
+	sh -c "openssl x509 -in '$TMP/new.crt' -noout -text | grep -q 'Public-Key: (2048 bit)' &&
+		openssl x509 -in '$TMP/new.crt' -noout -subject | grep -q 'C = ZZ, ST = Somewhere, L = Unknown, O = OpenWrt.*, CN = OpenWrt' &&
+		[ \$(( \$(date -d \"\$(openssl x509 -in '$TMP/new.crt' -noout -enddate | cut -d= -f2)\" +%s) - \$(date +%s) )) -le $((30 * 86400 + 60)) ]"
+check "... and tls-self-signed is not needed" not has "tls-self-signed on"
+rm -f "$TMP/new.crt" "$TMP/new.key"
+run sh "$TMP/v.uci"
+check "no certificate, no px5g or openssl: tls-self-signed on, logged" \
+	all_of 'has "tls-self-signed on" && logged "marmoset makes an ECDSA P-256 certificate"'
+
+# The real server from the default file's config, and from variants.
+wait_up() { # URL CURL-ARGS...: answers within 10 s
+	_u=$1
+	shift
+	_i=0
+	while [ $_i -lt 50 ]; do
+		curl -s -o /dev/null "$@" "$_u" && return 0
+		sleep 0.2
+		_i=$((_i + 1))
+	done
+	return 1
+}
+serve() { # UCI-FILE: starts the server from what the script made
+	run sh "$1"
+	"$BIN" --config "$TMP/conf/uhttpd-main.conf" 2>>"$TMP/server.log" &
+	pid=$!
+	pids="$pids $pid"
+}
+stop() { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
+serve "$TMP/default.uci"
+wait_up "http://127.0.0.1:$P1/" || bad "the server did not come up" || cat "$TMP/server.log"
+check "HTTP on listen_http: 200 hello" [ "$(curl -s "http://127.0.0.1:$P1/")" = hello ]
+check "HTTPS on listen_https with uhttpd's DER certificate: 200 hello" \
+	[ "$(curl -sk "https://127.0.0.1:$P2/")" = hello ]
+check "HTTPS over IPv6 [::1]" [ "$(curl -sk -g "https://[::1]:$P2/")" = hello ]
+check "the certificate served is uhttpd's" sh -c \
+	"echo | openssl s_client -connect 127.0.0.1:$P2 2>/dev/null | openssl x509 -noout -fingerprint -sha256 | grep -qF \"\$(openssl x509 -inform der -in $TMP/uhttpd.crt -noout -fingerprint -sha256)\""
+check "CGI under cgi_prefix, as root's PATH has it" sh -c \
+	"curl -s http://127.0.0.1:$P1/cgi-bin/env | grep -qx '127.0.0.1 127.0.0.1  .*/usr/sbin:/usr/bin:/sbin:/bin'"
+check "rfc1918_filter: a foreign Host gets 421" [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: evil.example' "http://127.0.0.1:$P1/")" = 421 ]
+check "rfc1918_filter: OpenWrt.lan is served" [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: OpenWrt.lan' "http://127.0.0.1:$P1/")" = 200 ]
+stop
+P1=$((port + 3)) P2=$((port + 4))
+default_uci "$TMP/r.uci" "$P1" "$P2"
+sed -i "s/redirect_https\t0/redirect_https 1/" "$TMP/r.uci"
+serve "$TMP/r.uci"
+wait_up "https://127.0.0.1:$P2/" -k || bad "the server did not come up" || cat "$TMP/server.log"
+check "redirect_https '1': 308 to https with the TLS port" \
+	[ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "http://127.0.0.1:$P1/x?y=1")" = "308 https://127.0.0.1:$P2/x?y=1" ]
+check "redirect_https '1': HTTPS serves" [ "$(curl -sk "https://127.0.0.1:$P2/")" = hello ]
+stop
+
+# 3. `/etc/init.d/uhttpd start` under OpenWrt's own scripts, in a chroot
+# holding only them, busybox, the real uci and jshn, and marmoset.
+OW=${OPENWRT_DIR:-}
+ST=${OPENWRT_STACK:-/tmp/openwrt-stack}
+if [ -z "$OW" ] || [ ! -f "$OW/package/base-files/files/etc/rc.common" ]; then
+	echo "skip - no OpenWrt tree (set OPENWRT_DIR): the script not run under OpenWrt's rc.common, functions.sh and procd.sh"
+elif [ ! -x "$ST/prefix/usr/bin/uci" ] || [ ! -x "$ST/prefix/usr/bin/jshn" ] || [ ! -f "$ST/src/libubox/sh/jshn.sh" ]; then
+	echo "skip - no uci and jshn built from OpenWrt's sources in $ST (set OPENWRT_STACK): the script not run under OpenWrt's rc.common"
+elif [ "$(id -u)" != 0 ] || ! command -v busybox >/dev/null; then
+	echo "skip - the chroot needs root and busybox: the script not run under OpenWrt's rc.common"
+else
+	R=$TMP/root
+	mkdir -p "$R/bin" "$R/sbin" "$R/usr/bin" "$R/lib/functions" "$R/lib/config" "$R/usr/share/libubox" \
+		"$R/etc/init.d" "$R/etc/config" "$R/var/lock" "$R/tmp" "$R/www" "$R/dev"
+	# put FILE DEST: a binary and the libraries it loads, at their paths.
+	put() {
+		cp "$1" "$R$2"
+		LD_LIBRARY_PATH=$ST/prefix/usr/lib ldd "$1" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) .*/\1/p' |
+			while read -r l; do
+				case $l in
+				"$ST"/*) cp -L "$l" "$R/lib/" ;;
+				*) mkdir -p "$R$(dirname "$l")" && cp -L "$l" "$R$l" ;;
+				esac
+			done
+	}
+	put "$(command -v busybox)" /bin/busybox
+	# Every applet but logger (no syslog in the chroot).
+	for a in $(busybox --list); do
+		[ "$a" = logger ] || [ "$a" = busybox ] || ln -s busybox "$R/bin/$a"
+	done
+	put "$ST/prefix/usr/bin/uci" /sbin/uci
+	put "$ST/prefix/usr/bin/jshn" /usr/bin/jshn
+	put "$BIN" /usr/bin/marmoset
+	cp "$OW/package/base-files/files/etc/rc.common" "$R/etc/"
+	cp "$OW/package/base-files/files/lib/functions.sh" "$R/lib/"
+	cp "$OW/package/base-files/files/lib/functions/service.sh" "$R/lib/functions/"
+	cp "$OW/package/system/procd/files/procd.sh" "$R/lib/functions/"
+	cp "$OW/package/system/uci/files/lib/config/uci.sh" "$R/lib/config/"
+	cp "$ST/src/libubox/sh/jshn.sh" "$R/usr/share/libubox/"
+	cp init/uhttpd.init "$R/etc/init.d/uhttpd"
+	P1=$((port + 5)) P2=$((port + 6))
+	default_uci "$R/etc/config/uhttpd" "$P1" "$P2"
+	sed -i "s|$TMP/www|/www|; s|$TMP/uhttpd|/etc/uhttpd|" "$R/etc/config/uhttpd"
+	cp "$TMP/uhttpd.crt" "$TMP/uhttpd.key" "$R/etc/"
+	cp "$TMP/www/index.html" "$R/www/"
+	printf "config system\n\toption hostname 'gw'\n" >"$R/etc/config/system"
+	printf "config dnsmasq\n\toption domain 'home.arpa'\n" >"$R/etc/config/dhcp"
+	: >"$R/dev/null"
+	chmod 666 "$R/dev/null"
+	# procd's end: the call the script makes, recorded.
+	printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>/tmp/ubus.calls\n' >"$R/bin/ubus"
+	chmod 755 "$R/bin/ubus" "$R/etc/init.d/uhttpd"
+	# As OpenWrt runs it: the shebang makes it `/bin/sh /etc/rc.common /etc/init.d/uhttpd start`.
+	chroot "$R" /etc/init.d/uhttpd start >"$TMP/rc.out" 2>&1
+	check "rc.common start: ubus call service set, once" [ "$(grep -c '^call service set ' "$R/tmp/ubus.calls" 2>/dev/null)" = 1 ] ||
+		sed 's/^/     /' "$TMP/rc.out" "$R/tmp/ubus.calls"
+	json=$(sed -n 's/^call service set //p' "$R/tmp/ubus.calls" | sed 's|\\/|/|g')
+	check "procd gets service 'uhttpd', instance 'main' running marmoset --config /var/etc/marmoset/uhttpd-main.conf" \
+		has_all "$json" '"name": "uhttpd"' '"main": {' '"command": [ "/usr/bin/marmoset", "--config", "/var/etc/marmoset/uhttpd-main.conf" ]' ||
+		echo "     $json"
+	check "procd: respawn (procd's 3600 5 5), stderr, the certificate and key watched; triggers on config 'uhttpd' and acme.renew" \
+		has_all "$json" '"respawn": [ "3600", "5", "5" ]' '"stderr": true' '"file": [ "/etc/uhttpd.crt", "/etc/uhttpd.key" ]' \
+			'"config.change"' '"uhttpd"' '"acme.renew"'
+	check "real uci: hostname and domain read (allowed-hosts gw gw.home.arpa)" \
+		grep -qx 'allowed-hosts gw gw.home.arpa' "$R/var/etc/marmoset/uhttpd-main.conf"
+	check "real uci: list options read (two listen_https)" \
+		[ "$(grep -c " tls\$" "$R/var/etc/marmoset/uhttpd-main.conf")" = 2 ]
+	check "the written config passes marmoset --check-config in the chroot" \
+		chroot "$R" /usr/bin/marmoset --check-config --config /var/etc/marmoset/uhttpd-main.conf
+	chroot "$R" /usr/bin/marmoset --config /var/etc/marmoset/uhttpd-main.conf 2>>"$TMP/server.log" &
+	pid=$!
+	pids="$pids $pid"
+	wait_up "https://127.0.0.1:$P2/" -k || bad "the chrooted server did not come up" || cat "$TMP/server.log"
+	check "the server started as procd would: HTTP and HTTPS answer" \
+		[ "$(curl -s "http://127.0.0.1:$P1/")$(curl -sk "https://127.0.0.1:$P2/")" = hellohello ]
+	stop
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
