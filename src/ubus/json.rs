@@ -288,6 +288,12 @@ pub fn write_value(out: &mut Vec<u8>, v: Value<'_>, depth: usize) {
         Value::Int16(i) => out.extend_from_slice(i.to_string().as_bytes()),
         Value::Int32(i) => out.extend_from_slice(i.to_string().as_bytes()),
         Value::Int64(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        // printf's "%lf", as libubox writes it.
+        Value::Double(d) if d.is_nan() => out.extend_from_slice(if d.is_sign_negative() {
+            b"-nan"
+        } else {
+            b"nan"
+        }),
         Value::Double(d) => out.extend_from_slice(format!("{d:.6}").as_bytes()),
         Value::Str(s) => write_string(out, s),
         Value::Array(_) | Value::Table(_) if depth >= crate::limits::UBUS_REPLY_DEPTH => {
@@ -308,8 +314,10 @@ pub fn write_list(out: &mut Vec<u8>, list: &[u8], array: bool, depth: usize) {
             out.push(b',');
         }
         first = false;
-        if !array && !f.name.is_empty() {
-            write_string(out, f.name);
+        // A name ends at its first NUL, as libubox reads it.
+        let name = f.name.split(|&b| b == 0).next().unwrap_or_default();
+        if !array && !name.is_empty() {
+            write_string(out, name);
             out.push(b':');
         }
         write_value(out, f.value, depth);
