@@ -542,6 +542,7 @@ impl Conn {
             body_timeout: self.w.config.header_timeout,
             version: meta.reply.version,
             keep_alive: meta.reply.keep_alive,
+            expects_continue: meta.expects_continue,
         };
         let outcome = exchange.run(&mut self.input, asked, meta.body).await?;
         Ok(Sent {
