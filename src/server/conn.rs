@@ -543,6 +543,8 @@ impl Conn {
             version: meta.reply.version,
             keep_alive: meta.reply.keep_alive,
             expects_continue: meta.expects_continue,
+            stop: &self.w.stop,
+            stopping: &|| self.w.is_stopping(),
         };
         let outcome = exchange.run(&mut self.input, asked, meta.body).await?;
         Ok(Sent {

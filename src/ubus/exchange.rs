@@ -16,6 +16,7 @@ use crate::http::status::Status;
 use crate::limits::UBUS_MAX_BODY;
 use crate::net::hangup::client_gone;
 use crate::net::input::Input;
+use crate::net::notify::Notify;
 use crate::net::sock::{End, Sock};
 use crate::ubus::asked::{Asked, Kind};
 use crate::ubus::bus::Bus;
@@ -36,6 +37,9 @@ pub struct Exchange<'a> {
     /// The client waits for `100 Continue` before its body (curl does
     /// for bodies over 1 KiB).
     pub expects_continue: bool,
+    /// Woken when the worker stops; `stopping` says whether it does.
+    pub stop: &'a Notify,
+    pub stopping: &'a dyn Fn() -> bool,
 }
 
 /// What went out, for the access log.
@@ -241,7 +245,14 @@ impl Exchange<'_> {
         let mut bytes = 0u64;
         let streamed = async {
             self.sock.send_all(&head).await?;
-            while let Some(events) = sub.next().await {
+            // A stopping worker ends its streams (a client reconnects).
+            let stopped = || async {
+                while !(self.stopping)() {
+                    self.stop.notified().await;
+                }
+                None
+            };
+            while let Some(events) = future::or(sub.next(), stopped()).await {
                 self.sock.send_all(&events).await?;
                 bytes += events.len() as u64;
             }
