@@ -188,7 +188,7 @@ pub fn route(
         .config
         .cross_origin
         .refuses(req, shown, client.is_tls())
-        && !(ubus.cors && ubus.rest(shown).is_some())
+        && !(cfg!(feature = "ubus") && ubus.cors && ubus.rest(shown).is_some())
     {
         return Routed::Respond(error(site, Status::Forbidden, path.as_str()));
     }
