@@ -66,7 +66,8 @@ stage_layers() {
 }
 
 # Unit tests and every integration test against the native debug binary,
-# built without and with TLS (the TLS build runs tests/tls.rs too); then the
+# built with the default features, then with TLS and the ubus endpoint (that
+# build runs tests/tls.rs and tests/ubus.rs too); then the
 # patched polling crate's own tests (ARCHITECTURE.md, "Patched crates").
 stage_unit() {
 	cargo test --locked && cargo test --locked --features tls,ubus &&
