@@ -90,7 +90,12 @@ impl Bus {
     /// The open connection, or a new one once ubusd has said HELLO.
     async fn link(&self, until: Instant) -> Result<Rc<Link>, Failure> {
         if let Some(l) = self.live() {
-            return Ok(l);
+            // An idle connection ubusd has closed (it restarted) shows its
+            // end now, so this call opens a new one rather than failing.
+            l.pump();
+            if !l.dead.get() {
+                return Ok(l);
+            }
         }
         let stream = match within(
             self.deadlines,
