@@ -297,7 +297,7 @@ impl Rpc<'_> {
         method: &[u8],
         args: &[u8],
     ) -> Result<Reply, RpcError> {
-        let Some((mut id, mut kept)) = self
+        let Some((id, kept)) = self
             .bus
             .lookup_id(object, self.until())
             .await
@@ -316,27 +316,40 @@ impl Rpc<'_> {
         }
         blob::raw_attrs(args).for_each(|a| b.copy(a));
         b.string(b"ubus_rpc_session", sid);
+        self.invoke_kept(object, (id, kept), method, &b.buf, self.until())
+            .await
+            .map_err(RpcError::of)?
+            .ok_or(RpcError::Object)
+    }
+
+    /// Invokes `method` of object `path`, whose id `found` was looked up
+    /// (`true`: kept from an earlier call). A kept id ubusd no longer
+    /// knows (the object was added again, with a new id) is looked up
+    /// afresh and the call made once more: ubusd refused the first, so
+    /// nothing ran twice. `None`: the object has gone.
+    async fn invoke_kept(
+        &self,
+        path: &[u8],
+        found: (u32, bool),
+        method: &[u8],
+        args: &[u8],
+        until: Instant,
+    ) -> Result<Option<Reply>, Failure> {
+        let (mut id, mut kept) = found;
         loop {
-            let until = self.until();
-            let reply = self
-                .bus
-                .invoke(id, method, &b.buf, until)
-                .await
-                .map_err(RpcError::of)?;
-            // A kept id that ubusd no longer knows: the object was added
-            // again. ubusd itself refused, so the call may be made again.
+            let reply = self.bus.invoke(id, method, args, until).await?;
             if reply.status == blob::S_NOT_FOUND && kept {
-                self.bus.forget(object);
-                match self.bus.lookup_id(object, until).await {
-                    Ok(Some((fresh, _))) if fresh != id => {
+                self.bus.forget(path);
+                match self.bus.lookup_id(path, until).await? {
+                    Some((fresh, _)) if fresh != id => {
                         (id, kept) = (fresh, false);
                         continue;
                     }
-                    Ok(None) => return Err(RpcError::Object),
-                    _ => {}
+                    None => return Ok(None),
+                    Some(_) => {}
                 }
             }
-            return Ok(reply);
+            return Ok(Some(reply));
         }
     }
 
@@ -344,7 +357,7 @@ impl Rpc<'_> {
     /// it cannot be asked, as uhttpd: half the call timeout).
     pub async fn allowed(&self, sid: &[u8], object: &[u8], function: &[u8]) -> bool {
         let until = Instant::now() + self.timeout / 2;
-        let Ok(Some((id, _))) = self.bus.lookup_id(b"session", until).await else {
+        let Ok(Some(found)) = self.bus.lookup_id(b"session", until).await else {
             return false;
         };
         let mut b = Builder::default();
@@ -352,15 +365,15 @@ impl Rpc<'_> {
         b.string(b"scope", b"ubus");
         b.string(b"object", object);
         b.string(b"function", function);
-        match self.bus.invoke(id, b"access", &b.buf, until).await {
-            Ok(reply) => {
+        match self
+            .invoke_kept(b"session", found, b"access", &b.buf, until)
+            .await
+        {
+            Ok(Some(reply)) => {
                 let data = reply.merged_data();
                 blob::get(&data, "access") == Some(Value::Bool(true))
             }
-            Err(_) => {
-                self.bus.forget(b"session");
-                false
-            }
+            _ => false,
         }
     }
 
