@@ -39,6 +39,10 @@ use crate::proxy::outgoing::Forward;
 use crate::proxy::relay::Waits;
 use crate::server::router::{self, Routed};
 use crate::server::state::Worker;
+#[cfg(feature = "ubus")]
+use crate::ubus::asked::Asked;
+#[cfg(feature = "ubus")]
+use crate::ubus::exchange as ubus;
 
 /// Serves one connection until it closes; `slot` is its place in the
 /// worker's connection limit, given back when it does. The connection is
@@ -122,6 +126,8 @@ enum Step {
     Send(Prepared),
     Script(Box<Job>, Meta),
     Proxy(Box<Forward>, Meta),
+    #[cfg(feature = "ubus")]
+    Ubus(Box<Asked>, Meta),
 }
 
 enum Next {
@@ -282,6 +288,8 @@ impl Conn {
             Step::Send(prepared) => self.send_prepared(prepared).await.map(Some),
             Step::Script(job, meta) => self.run_script(*job, meta).await.map(Some),
             Step::Proxy(forward, meta) => self.run_proxy(*forward, meta).await.map(Some),
+            #[cfg(feature = "ubus")]
+            Step::Ubus(asked, meta) => self.run_ubus(&asked, meta).await.map(Some),
         }
     }
 
@@ -352,6 +360,11 @@ impl Conn {
             Routed::Proxy(forward) => {
                 self.keep_request_line();
                 Step::Proxy(forward, meta)
+            }
+            #[cfg(feature = "ubus")]
+            Routed::Ubus(asked) => {
+                self.keep_request_line();
+                Step::Ubus(asked, meta)
             }
         };
         Ok(Some(Next::Step(step)))
@@ -515,6 +528,34 @@ impl Conn {
         }
     }
 
+    /// Answers a request for the ubus endpoint.
+    #[cfg(feature = "ubus")]
+    async fn run_ubus(&mut self, asked: &Asked, meta: Meta) -> Result<Sent, End> {
+        self.input.consume(meta.head_len);
+        let Some(bus) = self.w.ubus.as_ref() else {
+            let r = router::failure(&self.w.site, Status::InternalServerError, "");
+            return self.send(r, meta.reply).await;
+        };
+        let exchange = ubus::Exchange {
+            sock: &self.sock,
+            bus,
+            settings: &self.w.config.ubus,
+            clock: &self.w.clock,
+            body_timeout: self.w.config.header_timeout,
+            version: meta.reply.version,
+            keep_alive: meta.reply.keep_alive,
+            expects_continue: meta.expects_continue,
+            stop: &self.w.stop,
+            stopping: &|| self.w.is_stopping(),
+        };
+        let outcome = exchange.run(&mut self.input, asked, meta.body).await?;
+        Ok(Sent {
+            status: outcome.status,
+            bytes: outcome.bytes,
+            keep_alive: outcome.keep_alive,
+        })
+    }
+
     /// Routes a script's local redirect as a GET of `target` with the
     /// original request's header fields: address rules, auth and scripts
     /// apply to it as to any request. `Ok` is another script to run.
@@ -549,6 +590,15 @@ impl Conn {
                     ));
                 }
                 Routed::Verify(pending) => verdict = Some(pending.run().await),
+                #[cfg(feature = "ubus")]
+                Routed::Ubus(_) => {
+                    log::warn!("cgi redirect to {target}: the ubus endpoint; 500");
+                    return Err(router::failure(
+                        &self.w.site,
+                        Status::InternalServerError,
+                        "",
+                    ));
+                }
             }
         }
     }
