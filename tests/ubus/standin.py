@@ -558,6 +558,7 @@ class Daemon:
             return S_PERMISSION_DENIED
         cl.send(message(DATA, seq, peer, blob_u32(A_OBJID, oid)))
         self.remove_object(oid)
+        log("remove 0x%08x from %d" % (oid, cl.id))
         return S_OK
 
     def h_subscribe(self, cl, mtype, seq, peer, attrs, payload):
@@ -809,7 +810,6 @@ TYPED_VALUES = {
     "int64_small": Int64(7),
     "uint_like": 0x01020304,
     "double": -1234.5678,
-    "tiny": 1.0e-300,
     "string": "tab\there \"quoted\" back\\slash\nnew line \x01 caf\u00e9 \U0001f600",
     "table": {"array": [1, "two", {"three": Int16(3)}, [Int64(4)]], "empty_table": {}, "empty_array": []},
     "null": None,
