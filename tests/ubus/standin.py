@@ -74,6 +74,8 @@ It prints one line per event on stdout (the tests wait on them):
   reply OBJECT METHOD to ID seq S status N
   subscribe OBJECT by 0xSUBSCRIBER from ID / unsubscribe ...
   notify OBJECT EVENT to N subscribers
+  add PATH id=0xID from ID / remove 0xID from ID (a client's own objects)
+  notification answered by ID status N
   drop ID REASON (a client's connection ended by the daemon)
 
 Usage:
@@ -920,7 +922,8 @@ class BusClient:
 
 
 def self_test():
-    path = os.path.join(tempfile.mkdtemp(prefix="standin-"), "ubus.sock")
+    scratch = tempfile.TemporaryDirectory(prefix="standin-")
+    path = os.path.join(scratch.name, "ubus.sock")
     started = threading.Event()
     threading.Thread(target=lambda: asyncio.run(run_daemon(path, 1, started)), daemon=True).start()
     started.wait(10)
@@ -979,6 +982,9 @@ def self_test():
         raise AssertionError("an oversized message was read")
     except Malformed:
         pass
+    c.sock.close()
+    s.sock.close()
+    scratch.cleanup()
     print("self-test passed")
 
 
