@@ -13,6 +13,7 @@
 //! - `net`: nonblocking socket I/O with deadlines, buffers, slots;
 //! - `cgi`: CGI/1.1 scripts, from finding one to its answer;
 //! - `proxy`: the reverse proxy to local backends, pool to tunnel;
+//! - `ubus`: uhttpd's JSON-RPC endpoint over the ubus bus (for LuCI);
 //! - `config`: the configuration, from its file and the command line;
 //! - `server`: a worker, its connections and the request pipeline;
 //! - `process`: start-up and the supervisor of the workers.
@@ -47,4 +48,5 @@ mod spare_blocks;
 mod sys;
 #[cfg(feature = "tls")]
 mod tls;
+pub mod ubus;
 mod values;

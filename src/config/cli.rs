@@ -134,6 +134,13 @@ Reverse proxy:
   --proxy-body-rate BYTES      least request body pace per second after
                                --header-timeout, 408 below (default 1024; off)
 
+ubus JSON-RPC endpoint (uhttpd's /ubus, for LuCI):
+  --ubus PREFIX [SOCKET]       serve it at PREFIX, ubusd at SOCKET
+                               (default off; socket /var/run/ubus/ubus.sock)
+  --ubus-timeout S             seconds a call may take, -32003 after (default 60)
+  --ubus-cors on|off           CORS headers and preflights for it (default off)
+  --ubus-auth on|off           rpcd's session.access check per call (default on)
+
 Access control (first matching rule wins):
   --auth PREFIX \"REALM\" FILE   Basic auth, users from an htpasswd file
   --allow PREFIX BLOCK         by address or CIDR, or `all`

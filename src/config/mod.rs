@@ -15,6 +15,7 @@ use crate::policy::prefix::covers;
 use crate::policy::rules::Rules;
 use crate::policy::{access, auth, origin};
 use crate::proxy::settings as proxy;
+use crate::ubus::settings as ubus;
 use crate::values::{parse_bool, parse_count, parse_path, parse_range, parse_secs};
 
 pub mod cli;
@@ -50,6 +51,8 @@ pub struct Config {
     pub rules: Rules,
     pub cgi: cgi::Settings,
     pub proxy: proxy::Settings,
+    /// The ubus JSON-RPC endpoint (`ubus PREFIX`), off by default.
+    pub ubus: ubus::Settings,
     /// Address rules, first match wins.
     pub access: Vec<access::Rule>,
     pub realms: Vec<auth::Realm>,
@@ -91,6 +94,7 @@ impl Default for Config {
             rules: Rules::default(),
             cgi: cgi::Settings::default(),
             proxy: proxy::Settings::default(),
+            ubus: ubus::Settings::default(),
             access: Vec::new(),
             realms: Vec::new(),
             cross_origin: origin::Settings::default(),
@@ -241,6 +245,10 @@ pub const KEYS: &[&str] = &[
     "proxy-max-per-client",
     "proxy-max-streams",
     "proxy-body-rate",
+    "ubus",
+    "ubus-timeout",
+    "ubus-cors",
+    "ubus-auth",
     "auth",
     "allow",
     "deny",
@@ -296,6 +304,15 @@ impl<'a> Applier<'a> {
             self.lists_seen.push("listen");
             self.config.listen.clear();
             self.config.tls.listener = None;
+        }
+        // One endpoint: a second `ubus` in the same source is a mistake.
+        if key == "ubus" {
+            if self.lists_seen.contains(&"ubus") {
+                return Err(err(
+                    "a second `ubus`: there is one endpoint, already configured".into(),
+                ));
+            }
+            self.lists_seen.push("ubus");
         }
         let mut warning = None;
         set(self.config, key, value, origin, &mut warning).map_err(err)?;
@@ -395,8 +412,13 @@ fn set(
                 && !c.cgi.apply(key, value)?
                 && !c.proxy.apply(key, value)?
                 && !c.cross_origin.apply(key, value)?
+                && !c.ubus.apply(key, value)?
             {
                 return Err("unknown setting".into());
+            }
+            if key == "ubus-auth" && !c.ubus.auth {
+                *warning_out =
+                    Some("ubus calls go to the bus without rpcd's session.access check".into());
             }
         }
     }

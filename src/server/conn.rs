@@ -37,6 +37,8 @@ use crate::proxy::outgoing::Forward;
 use crate::proxy::relay::Waits;
 use crate::server::router::{self, Routed};
 use crate::server::state::Worker;
+use crate::ubus::asked::Asked;
+use crate::ubus::exchange as ubus;
 
 /// Serves one connection until it closes; `slot` is its place in the
 /// worker's connection limit, given back when it does. The connection is
@@ -120,6 +122,7 @@ enum Step {
     Send(Prepared),
     Script(Box<Job>, Meta),
     Proxy(Box<Forward>, Meta),
+    Ubus(Box<Asked>, Meta),
 }
 
 enum Next {
@@ -280,6 +283,7 @@ impl Conn {
             Step::Send(prepared) => self.send_prepared(prepared).await.map(Some),
             Step::Script(job, meta) => self.run_script(*job, meta).await.map(Some),
             Step::Proxy(forward, meta) => self.run_proxy(*forward, meta).await.map(Some),
+            Step::Ubus(asked, meta) => self.run_ubus(&asked, meta).await.map(Some),
         }
     }
 
@@ -350,6 +354,10 @@ impl Conn {
             Routed::Proxy(forward) => {
                 self.keep_request_line();
                 Step::Proxy(forward, meta)
+            }
+            Routed::Ubus(asked) => {
+                self.keep_request_line();
+                Step::Ubus(asked, meta)
             }
         };
         Ok(Some(Next::Step(step)))
@@ -513,6 +521,30 @@ impl Conn {
         }
     }
 
+    /// Answers a request for the ubus endpoint.
+    async fn run_ubus(&mut self, asked: &Asked, meta: Meta) -> Result<Sent, End> {
+        self.input.consume(meta.head_len);
+        let Some(bus) = self.w.ubus.as_ref() else {
+            let r = router::failure(&self.w.site, Status::InternalServerError, "");
+            return self.send(r, meta.reply).await;
+        };
+        let exchange = ubus::Exchange {
+            sock: &self.sock,
+            bus,
+            settings: &self.w.config.ubus,
+            clock: &self.w.clock,
+            body_timeout: self.w.config.header_timeout,
+            version: meta.reply.version,
+            keep_alive: meta.reply.keep_alive,
+        };
+        let outcome = exchange.run(&mut self.input, asked, meta.body).await?;
+        Ok(Sent {
+            status: outcome.status,
+            bytes: outcome.bytes,
+            keep_alive: outcome.keep_alive,
+        })
+    }
+
     /// Routes a script's local redirect as a GET of `target` with the
     /// original request's header fields: address rules, auth and scripts
     /// apply to it as to any request. `Ok` is another script to run.
@@ -547,6 +579,14 @@ impl Conn {
                     ));
                 }
                 Routed::Verify(pending) => verdict = Some(pending.run().await),
+                Routed::Ubus(_) => {
+                    log::warn!("cgi redirect to {target}: the ubus endpoint; 500");
+                    return Err(router::failure(
+                        &self.w.site,
+                        Status::InternalServerError,
+                        "",
+                    ));
+                }
             }
         }
     }

@@ -6,13 +6,14 @@
 //! 3. address rules (403), cross-origin requests with unsafe methods (403),
 //!    then Basic auth (401, 429, 503);
 //! 4. redirect rules from the config;
-//! 5. reverse proxy prefixes (every method but CONNECT), to their backends;
-//! 6. CGI scripts under their prefixes (GET, HEAD, POST);
-//! 7. static files for GET and HEAD (405 otherwise): a precompressed variant
+//! 5. the ubus endpoint (`ubus PREFIX`), answered with the bus;
+//! 6. reverse proxy prefixes (every method but CONNECT), to their backends;
+//! 7. CGI scripts under their prefixes (GET, HEAD, POST);
+//! 8. static files for GET and HEAD (405 otherwise): a precompressed variant
 //!    when the client takes one, a `.gz` alone decompressed for a client that
 //!    does not, the directory index or listing, the SPA fallback, or the
 //!    error page; conditions and range apply to the representation chosen;
-//! 8. the config's Cache-Control and header rules (not on proxied answers).
+//! 9. the config's Cache-Control and header rules (not on proxied answers).
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -39,6 +40,7 @@ use crate::policy::access::{self, Verdict};
 use crate::policy::auth::{self, Auth, Decision};
 use crate::policy::rules::Matched;
 use crate::proxy::outgoing::{self, Forward};
+use crate::ubus::asked::{self, Asked, Refusal};
 
 /// What a worker serves: the configuration, the open root, auth state.
 /// The last listing page made: its directory, when, the page.
@@ -131,6 +133,8 @@ pub enum Routed {
     Proxy(Box<Forward>),
     /// A password to check before deciding (the caller runs it and asks again).
     Verify(auth::Pending),
+    /// A request for the ubus endpoint.
+    Ubus(Box<Asked>),
 }
 
 pub fn route(
@@ -176,10 +180,13 @@ pub fn route(
     }
     // Before auth: a forged request costs no password check, and its page
     // gets no login prompt.
+    // With `ubus-cors on` the endpoint answers other origins itself.
+    let ubus = &site.config.ubus;
     if site
         .config
         .cross_origin
         .refuses(req, shown, client.is_tls())
+        && !(ubus.cors && ubus.rest(shown).is_some())
     {
         return Routed::Respond(error(site, Status::Forbidden, path.as_str()));
     }
@@ -208,6 +215,15 @@ pub fn route(
     };
     if let Some(r) = redirect(site, shown, query) {
         return Routed::Respond(finish(site, r, path.as_str()));
+    }
+    if let Some(rest) = ubus.rest(shown) {
+        return match asked::decide(ubus, req, rest) {
+            Ok(asked) => Routed::Ubus(Box::new(asked)),
+            Err(Refusal::NotFound) => Routed::Respond(error(site, Status::NotFound, path.as_str())),
+            Err(Refusal::NotAllowed(allow)) => {
+                Routed::Respond(not_allowed(site, allow, path.as_str()))
+            }
+        };
     }
     if let Some((index, _)) = site.config.proxy.route_for(shown) {
         let origin = outgoing::Origin {

@@ -7,6 +7,7 @@ use std::rc::Rc;
 
 use crate::config::Config;
 use crate::http::clock::Clock;
+use crate::limits::{UBUS_MAX_CALLS, UBUS_MAX_SUBSCRIBERS};
 use crate::logs::access_log::AccessLog;
 use crate::net::buffers::Pool;
 use crate::net::deadline::Deadlines;
@@ -16,6 +17,7 @@ use crate::net::slots::Slots;
 use crate::proxy::pool::Pool as ProxyPool;
 use crate::server::frames::Frames;
 use crate::server::router::Site;
+use crate::ubus::bus::Bus;
 
 pub struct Worker {
     pub config: Rc<Config>,
@@ -37,6 +39,8 @@ pub struct Worker {
     pub scripts: Slots,
     /// Connections to proxy backends, open and kept.
     pub proxy: ProxyPool,
+    /// The connection to ubusd, when the ubus endpoint is on.
+    pub ubus: Option<Bus>,
     stopping: Cell<bool>,
     /// Replaced by a reload: no new connections, none kept alive, exit when idle.
     retiring: Cell<bool>,
@@ -72,6 +76,14 @@ impl Worker {
             shares_listeners: workers > 1,
             scripts: Slots::new(config.cgi.max.div_ceil(workers)),
             proxy: ProxyPool::new(&config.proxy),
+            ubus: config.ubus.prefix.as_ref().map(|_| {
+                Bus::new(
+                    config.ubus.socket.clone(),
+                    deadlines,
+                    UBUS_MAX_CALLS,
+                    UBUS_MAX_SUBSCRIBERS,
+                )
+            }),
             stopping: Cell::new(false),
             retiring: Cell::new(false),
             stop: Notify::default(),
