@@ -53,16 +53,13 @@ fn a_call_answers_as_uhttpd_over_plain_and_tls() {
             "{t:?}"
         );
         // The ACL was asked with the call's session, object and function.
-        assert!(
-            bus.lines()
-                .iter()
-                .any(|l| l.starts_with("invoke session access")
-                    && l.contains(&format!(r#""ubus_rpc_session": "{ADMIN}""#))
-                    && l.contains(r#""object": "test""#)
-                    && l.contains(r#""function": "echo""#)),
-            "{}",
-            bus.log()
-        );
+        let asked = bus.wait_for(WAIT, |l| {
+            l.starts_with("invoke session access")
+                && l.contains(&format!(r#""ubus_rpc_session": "{ADMIN}""#))
+                && l.contains(r#""object": "test""#)
+                && l.contains(r#""function": "echo""#)
+        });
+        assert!(asked, "{}", bus.log());
         // A status without data: [status]; with data: [status, {data}].
         assert_eq!(
             call(&s, ADMIN, "test", "fail", r#"{"code":0}"#).get("result"),
@@ -143,6 +140,7 @@ fn list_gives_paths_then_signatures_with_uhttpds_type_names() {
     );
     assert_eq!(a.get("result"), &j("{}"));
     // list needs no session.
+    bus.settle(&s);
     assert_eq!(bus.count("invoke session access"), 0, "{}", bus.log());
 }
 
@@ -217,6 +215,7 @@ fn each_error_is_uhttpds_code_and_message() {
         call(&s, READER, "test", "echo", "{}").get("result").at(0),
         &j("0")
     );
+    bus.settle(&s);
     assert!(
         !bus.lines()
             .iter()
@@ -232,18 +231,8 @@ fn a_body_over_64_kib_is_a_parse_error() {
     let dir = TempDir::new("ubus-64k");
     let bus = UbusStandin::start(&dir);
     let s = ubus_server(Transport::Plain, &dir, &bus, "");
-    // uhttpd takes 65536 bytes and refuses one more (padded inside the
-    // JSON: uhttpd refuses any byte after the request's closing brace).
-    let sized = |n: usize| {
-        let head = format!(
-            r#"{{"jsonrpc":"2.0","id":1,"method":"call","params":["{ADMIN}","test","echo",{{"k":"v","pad":""#
-        );
-        let tail = r#""}]}"#;
-        format!("{head}{}{tail}", "x".repeat(n - head.len() - tail.len()))
-    };
-    let a = rpc(&s, &sized(65536));
-    assert_eq!(a.get("result").at(1).get("k").str(), Some("v"), "{a:?}");
-    let r = post(&s, "/ubus", &sized(65537), &[]);
+    // One byte over uhttpd's 64 KiB.
+    let r = post(&s, "/ubus", &sized_call(65537), &[]);
     assert_eq!(
         (r.status, r.text()),
         (200, error_text("null", -32700, "Parse error"))
@@ -260,6 +249,29 @@ fn a_body_over_64_kib_is_a_parse_error() {
         &j("0"),
         "the endpoint serves on"
     );
+}
+
+#[test]
+fn a_body_of_64_kib_is_taken() {
+    let dir = TempDir::new("ubus-64k-in");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    // LuCI's larger requests (uci changes, file writes) run to tens of KiB.
+    for size in [10_000, 65536] {
+        let a = rpc(&s, &sized_call(size));
+        let pad = a.get("result").at(1).get("pad").str().map(str::len);
+        assert_eq!(pad, Some(size - 119), "{size}: {a:?}");
+    }
+}
+
+/// An echo call of exactly `n` bytes (padded inside the JSON: uhttpd
+/// refuses any byte after the request's closing brace).
+fn sized_call(n: usize) -> String {
+    let head = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"call","params":["{ADMIN}","test","echo",{{"k":"v","pad":""#
+    );
+    let tail = r#""}]}"#;
+    format!("{head}{}{tail}", "x".repeat(n - head.len() - tail.len()))
 }
 
 fn call_of(s: &Server) -> Json {
@@ -486,6 +498,7 @@ fn a_subscription_streams_events_and_needs_subscribe_access() {
         );
         let r = s.get("/ubus/subscribe/test.events", &[]);
         assert!(r.text().contains("-13"), "anonymous: {}", r.text());
+        bus.settle(&s);
         assert_eq!(bus.count("subscribe test.events"), 1, "{}", bus.log());
         // The stream's end ends the subscription.
         drop(events);
@@ -604,6 +617,7 @@ fn ubusd_restarting_fails_the_calls_in_flight_and_the_next_ones_work() {
         "a new bus connection"
     );
     // The objects were looked up again, not called by their old ids.
+    bus.settle(&s);
     assert!(
         !bus.lines().iter().any(|l| l.contains("no such object")),
         "{}",
@@ -616,16 +630,24 @@ fn ubusd_restarting_fails_the_calls_in_flight_and_the_next_ones_work() {
 }
 
 #[test]
-fn broken_and_oversized_replies_are_clean_errors() {
-    let dir = TempDir::new("ubus-broken");
+fn the_largest_reply_ubus_carries_arrives_whole() {
+    let dir = TempDir::new("ubus-big");
     let bus = UbusStandin::start(&dir);
     let s = ubus_server(Transport::Plain, &dir, &bus, "");
-    // The largest reply ubus carries arrives whole.
+    // Its blob is exactly 1 MiB, as libubus and ubusd take (the 8-byte
+    // message header comes on top).
     let a = call(&s, ADMIN, "test", "big", "{}");
-    assert_eq!(a.get("result").at(0), &j("0"));
+    assert_eq!(a.get("result").at(0), &j("0"), "{}", s.log_text());
     let data = a.get("result").at(1).get("data").str().unwrap_or("");
     assert_eq!(data.len(), 1048576 - 29);
     assert!(data.bytes().all(|b| b == b'x'));
+}
+
+#[test]
+fn broken_replies_are_clean_errors() {
+    let dir = TempDir::new("ubus-broken");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
     // A reply whose attributes' lengths do not hold together: an error
     // (JSON-RPC's, or a failing ubus status), never a part of it.
     for kind in ["overrun", "short", "name"] {
@@ -660,6 +682,14 @@ fn broken_and_oversized_replies_are_clean_errors() {
         assert_eq!(a.get("id"), &j("4"), "{kind}");
         assert_eq!(call_of(&s).get("result").at(0), &j("0"), "after {kind}");
     }
+    s.assert_healthy();
+}
+
+#[test]
+fn an_oversized_reply_is_refused_and_the_next_call_works() {
+    let dir = TempDir::new("ubus-oversized");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
     // Over 1 MiB: refused, and the next call works.
     let a = rpc(&s, &call_body(5, ADMIN, "test", "oversized", "{}"));
     assert_eq!(a.get("id"), &j("5"));
@@ -699,6 +729,7 @@ fn auth_off_asks_no_acl() {
         "{:?}",
         events.text
     );
+    bus.settle(&s);
     assert_eq!(bus.count("invoke session access"), 0, "{}", bus.log());
 }
 
@@ -745,6 +776,7 @@ fn cors_on_answers_preflights_and_lets_other_origins_post() {
         &["Origin: http://ui.example"],
     );
     assert_eq!(r.status, 403, "{}", r.text());
+    bus.settle(&s);
     assert_eq!(bus.count("invoke test echo"), 0);
     let r = post(&s, "/ubus", &call_body(1, ADMIN, "test", "echo", "{}"), &[]);
     assert_eq!(r.header("access-control-allow-origin"), None);

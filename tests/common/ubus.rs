@@ -120,6 +120,32 @@ impl UbusStandin {
         wait_until(within, || self.count(prefix) >= n)
     }
 
+    /// Waits until a line satisfies `cond`.
+    pub fn wait_for(&self, within: Duration, cond: impl Fn(&str) -> bool) -> bool {
+        wait_until(within, || self.lines().iter().any(|l| cond(l)))
+    }
+
+    /// Waits until every line the stand-in printed for what `s` sent it so
+    /// far has been read: a `list` of a path of its own, whose lookup line
+    /// comes after them. Checks that a line is absent come after this.
+    pub fn settle(&self, s: &Server) {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let mark = format!(
+            "settle-{}",
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        rpc(
+            s,
+            &format!(r#"{{"jsonrpc":"2.0","id":0,"method":"list","params":["{mark}"]}}"#),
+        );
+        let seen = self.wait_line(&format!("lookup {mark} "), start_deadline());
+        assert!(
+            seen,
+            "the stand-in never saw the list of {mark}:\n{}",
+            self.log()
+        );
+    }
+
     /// The id of `object` in the current generation, from its startup line.
     pub fn object_id(&self, object: &str) -> String {
         let prefix = format!("object {object} id=");
