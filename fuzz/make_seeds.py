@@ -131,6 +131,45 @@ def main():
 
     answers = [bytes([i % 4]) + s for i, s in enumerate(lits) if s.startswith(b"HTTP/1.")]
 
+    # ubus: JSON-RPC bodies, and bus messages built as the wire format lays
+    # them out (big-endian, 4-byte padding, blobmsg name headers).
+    rpc = [s for s in lits if s.lstrip().startswith((b'{"jsonrpc"', b'[{"jsonrpc"', b'{"id"'))]
+    rpc += [
+        b'{"jsonrpc":"2.0","id":1,"method":"call","params":["00000000000000000000000000000000","session","login",{"username":"root","password":"x"}]}',
+        b'[{"jsonrpc":"2.0","id":1,"method":"list"},{"jsonrpc":"2.0","id":"a","method":"list","params":["session","uci*"]},1,[]]',
+        b'{"a":[1,-2,2147483648,-2147483649,1.5e3,-0.25,true,false,null,"\u00e9\ud83d\ude00\n\"",{}],"":{"x":[[[]]]}}',
+        b'"\u0000x"', b"99999999999999999999", b"-0", b"1E-400", b" [ ] ", b"{\"a\":1}",
+    ]
+
+    def attr(aid, payload, extended=False):
+        head = struct.pack(">I", (0x80000000 if extended else 0) | aid << 24 | (4 + len(payload)))
+        return head + payload + b"\0" * (-len(payload) % 4)
+
+    def field(btype, name, payload):
+        hdr = struct.pack(">H", len(name)) + name + b"\0"
+        return attr(btype, hdr + b"\0" * (-len(hdr) % 4) + payload, True)
+
+    def message(mtype, seq, peer, attrs):
+        return struct.pack(">BBHI", 0, mtype, seq, peer) + attr(0, attrs)
+
+    table = (field(3, b"s", b"text\n\0") + field(5, b"i", struct.pack(">i", -2))
+             + field(4, b"l", struct.pack(">q", 1 << 40)) + field(6, b"h", struct.pack(">h", -3))
+             + field(7, b"b", b"\1") + field(8, b"d", struct.pack(">d", 1.5)) + field(0, b"n", b"")
+             + field(1, b"a", field(5, b"", struct.pack(">i", 1)) + field(2, b"", b""))
+             + field(2, b"t", field(3, b"k", b"v\0")))
+    signature = field(2, b"get", field(5, b"config", struct.pack(">i", 3)) + field(5, b"flag", struct.pack(">i", 7)))
+    u32 = lambda aid, v: attr(aid, struct.pack(">I", v))
+    messages = [
+        message(0, 0, 0x12345678, b""),
+        message(1, 7, 0, u32(1, 4)),
+        message(2, 7, 0xABCD, u32(3, 0xABCD) + attr(7, table)),
+        message(2, 9, 0, attr(2, b"uci\0") + u32(3, 5) + u32(5, 6) + attr(6, signature)),
+        message(5, 3, 44, u32(3, 99) + attr(4, b"tick\0") + attr(7, table) + attr(10, b"\1")),
+        message(9, 1, 0, u32(3, 99) + u32(8, 5)),
+        message(2, 1, 0, u32(3, 1) + attr(7, b"\x83\0\0\x40\0\0")),
+    ]
+    messages.append(b"".join(messages))
+
     counts = {
         "request_head": write("request_head", requests),
         "path": write("path", paths),
@@ -140,6 +179,8 @@ def main():
         "cgi_output": write("cgi_output", cgi),
         "chunked": write("chunked", chunked),
         "proxy_answer": write("proxy_answer", answers),
+        "ubus_json": write("ubus_json", rpc),
+        "ubus_message": write("ubus_message", messages),
     }
     for target, n in counts.items():
         print(f"{target}: {n} seeds")

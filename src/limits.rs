@@ -231,46 +231,56 @@ pub const PROXY_GONE_GRACE: Duration = Duration::from_secs(2);
 /// Ten seconds is more than any page's API call takes on a device.
 pub const PROXY_LONG_AFTER: Duration = Duration::from_secs(10);
 
-/// Largest ubus message, header included: ubusd's own limit
-/// (`UBUS_MAX_MSGLEN`, 1 MiB); a longer one from the bus is a protocol
-/// error that closes the connection.
+/// Largest ubus message after its 8-byte header (its attributes, padded):
+/// ubusd's own limit (`UBUS_MAX_MSGLEN`, 1 MiB); a longer one from the bus
+/// is a protocol error that closes the connection.
+#[cfg(feature = "ubus")]
 pub const UBUS_MAX_MESSAGE: usize = 1 << 20;
 
 /// Largest JSON-RPC request body on the ubus endpoint: uhttpd's
 /// `UH_UBUS_MAX_POST_SIZE` (64 KiB); a larger one is answered -32700.
+#[cfg(feature = "ubus")]
 pub const UBUS_MAX_BODY: usize = 64 * 1024;
 
 /// Nesting of arrays and objects in a request: json-c's default tokener
 /// depth, which uhttpd parses with.
+#[cfg(feature = "ubus")]
 pub const UBUS_JSON_DEPTH: usize = 32;
 
 /// Nesting written out of a bus reply (the writer recurses): far deeper
 /// than any rpcd answer; deeper values are written as null.
+#[cfg(feature = "ubus")]
 pub const UBUS_REPLY_DEPTH: usize = 64;
 
 /// What one call may collect from the bus (all DATA replies of an invoke,
 /// or a lookup's object list with signatures): a few ubusd messages'
 /// worth; beyond it the call answers -32603.
+#[cfg(feature = "ubus")]
 pub const UBUS_MAX_REPLY: usize = 2 << 20;
 
 /// Endpoint requests talking to the bus at once per worker, each holding
 /// its body and reply: LuCI keeps a few in flight per page; beyond this
 /// 503 with Retry-After.
+#[cfg(feature = "ubus")]
 pub const UBUS_MAX_CALLS: usize = 64;
 
 /// Event streams (`/subscribe/`) open at once per worker; each holds a
 /// client connection and a subscriber object on the bus.
+#[cfg(feature = "ubus")]
 pub const UBUS_MAX_SUBSCRIBERS: usize = 32;
 
 /// Requests in one JSON-RPC batch: LuCI batches a page's calls, a few
 /// dozen; a larger batch is answered -32600. The 64 KiB body already
 /// bounds it; this bounds the time one request holds a call slot.
+#[cfg(feature = "ubus")]
 pub const UBUS_MAX_BATCH: usize = 256;
 
 /// Event text waiting for one stream's client; a client that does not
 /// read it ends its stream.
+#[cfg(feature = "ubus")]
 pub const UBUS_EVENT_QUEUE: usize = 64 * 1024;
 
 /// Object ids kept per bus connection (looked up once, forgotten when the
 /// connection or the object changes): a LuCI session uses about 20.
+#[cfg(feature = "ubus")]
 pub const UBUS_IDS_KEPT: usize = 64;

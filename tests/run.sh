@@ -57,7 +57,7 @@ stage_lint() {
 	fi
 	cargo fmt --all -- --check &&
 		cargo clippy --all-targets --locked -- -D warnings &&
-		cargo clippy --all-targets --locked --features tls -- -D warnings
+		cargo clippy --all-targets --locked --features tls,ubus -- -D warnings
 }
 
 # No import cycle among the modules of src/, nor among its folders (the layers).
@@ -69,7 +69,7 @@ stage_layers() {
 # built without and with TLS (the TLS build runs tests/tls.rs too); then the
 # patched polling crate's own tests (ARCHITECTURE.md, "Patched crates").
 stage_unit() {
-	cargo test --locked && cargo test --locked --features tls &&
+	cargo test --locked && cargo test --locked --features tls,ubus &&
 		CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}/patched cargo test --locked \
 			--manifest-path board/patched/polling/Cargo.toml
 }

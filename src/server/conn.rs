@@ -37,7 +37,9 @@ use crate::proxy::outgoing::Forward;
 use crate::proxy::relay::Waits;
 use crate::server::router::{self, Routed};
 use crate::server::state::Worker;
+#[cfg(feature = "ubus")]
 use crate::ubus::asked::Asked;
+#[cfg(feature = "ubus")]
 use crate::ubus::exchange as ubus;
 
 /// Serves one connection until it closes; `slot` is its place in the
@@ -122,6 +124,7 @@ enum Step {
     Send(Prepared),
     Script(Box<Job>, Meta),
     Proxy(Box<Forward>, Meta),
+    #[cfg(feature = "ubus")]
     Ubus(Box<Asked>, Meta),
 }
 
@@ -283,6 +286,7 @@ impl Conn {
             Step::Send(prepared) => self.send_prepared(prepared).await.map(Some),
             Step::Script(job, meta) => self.run_script(*job, meta).await.map(Some),
             Step::Proxy(forward, meta) => self.run_proxy(*forward, meta).await.map(Some),
+            #[cfg(feature = "ubus")]
             Step::Ubus(asked, meta) => self.run_ubus(&asked, meta).await.map(Some),
         }
     }
@@ -355,6 +359,7 @@ impl Conn {
                 self.keep_request_line();
                 Step::Proxy(forward, meta)
             }
+            #[cfg(feature = "ubus")]
             Routed::Ubus(asked) => {
                 self.keep_request_line();
                 Step::Ubus(asked, meta)
@@ -522,6 +527,7 @@ impl Conn {
     }
 
     /// Answers a request for the ubus endpoint.
+    #[cfg(feature = "ubus")]
     async fn run_ubus(&mut self, asked: &Asked, meta: Meta) -> Result<Sent, End> {
         self.input.consume(meta.head_len);
         let Some(bus) = self.w.ubus.as_ref() else {
@@ -536,6 +542,7 @@ impl Conn {
             body_timeout: self.w.config.header_timeout,
             version: meta.reply.version,
             keep_alive: meta.reply.keep_alive,
+            expects_continue: meta.expects_continue,
         };
         let outcome = exchange.run(&mut self.input, asked, meta.body).await?;
         Ok(Sent {
@@ -579,6 +586,7 @@ impl Conn {
                     ));
                 }
                 Routed::Verify(pending) => verdict = Some(pending.run().await),
+                #[cfg(feature = "ubus")]
                 Routed::Ubus(_) => {
                     log::warn!("cgi redirect to {target}: the ubus endpoint; 500");
                     return Err(router::failure(

@@ -40,6 +40,7 @@ use crate::policy::access::{self, Verdict};
 use crate::policy::auth::{self, Auth, Decision};
 use crate::policy::rules::Matched;
 use crate::proxy::outgoing::{self, Forward};
+#[cfg(feature = "ubus")]
 use crate::ubus::asked::{self, Asked, Refusal};
 
 /// What a worker serves: the configuration, the open root, auth state.
@@ -134,6 +135,7 @@ pub enum Routed {
     /// A password to check before deciding (the caller runs it and asks again).
     Verify(auth::Pending),
     /// A request for the ubus endpoint.
+    #[cfg(feature = "ubus")]
     Ubus(Box<Asked>),
 }
 
@@ -216,6 +218,7 @@ pub fn route(
     if let Some(r) = redirect(site, shown, query) {
         return Routed::Respond(finish(site, r, path.as_str()));
     }
+    #[cfg(feature = "ubus")]
     if let Some(rest) = ubus.rest(shown) {
         return match asked::decide(ubus, req, rest) {
             Ok(asked) => Routed::Ubus(Box::new(asked)),

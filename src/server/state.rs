@@ -7,6 +7,7 @@ use std::rc::Rc;
 
 use crate::config::Config;
 use crate::http::clock::Clock;
+#[cfg(feature = "ubus")]
 use crate::limits::{UBUS_MAX_CALLS, UBUS_MAX_SUBSCRIBERS};
 use crate::logs::access_log::AccessLog;
 use crate::net::buffers::Pool;
@@ -17,6 +18,7 @@ use crate::net::slots::Slots;
 use crate::proxy::pool::Pool as ProxyPool;
 use crate::server::frames::Frames;
 use crate::server::router::Site;
+#[cfg(feature = "ubus")]
 use crate::ubus::bus::Bus;
 
 pub struct Worker {
@@ -40,6 +42,7 @@ pub struct Worker {
     /// Connections to proxy backends, open and kept.
     pub proxy: ProxyPool,
     /// The connection to ubusd, when the ubus endpoint is on.
+    #[cfg(feature = "ubus")]
     pub ubus: Option<Bus>,
     stopping: Cell<bool>,
     /// Replaced by a reload: no new connections, none kept alive, exit when idle.
@@ -76,6 +79,7 @@ impl Worker {
             shares_listeners: workers > 1,
             scripts: Slots::new(config.cgi.max.div_ceil(workers)),
             proxy: ProxyPool::new(&config.proxy),
+            #[cfg(feature = "ubus")]
             ubus: config.ubus.prefix.as_ref().map(|_| {
                 Bus::new(
                     config.ubus.socket.clone(),

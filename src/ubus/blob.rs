@@ -75,7 +75,8 @@ pub fn message_len(buf: &[u8]) -> Result<Option<usize>, Malformed> {
         return Ok(None);
     };
     let raw = (word & LEN_MASK) as usize;
-    if raw < 4 || HEADER + raw > UBUS_MAX_MESSAGE {
+    // ubusd's check: the attributes, padded, after the header.
+    if raw < 4 || pad(raw) > UBUS_MAX_MESSAGE {
         return Err(Malformed::Length);
     }
     Ok(Some(HEADER + raw))
@@ -467,8 +468,13 @@ mod tests {
             Err(Malformed::Length)
         );
         assert_eq!(
-            message_len(b"\x00\x01\x00\x00\x00\x00\x00\x00\x00\x20\x00\x00"),
+            message_len(b"\x00\x01\x00\x00\x00\x00\x00\x00\x00\x10\x00\x01"),
             Err(Malformed::Length)
+        );
+        // ubusd's largest: a 1 MiB blob after the header.
+        assert_eq!(
+            message_len(b"\x00\x01\x00\x00\x00\x00\x00\x00\x00\x10\x00\x00"),
+            Ok(Some(HEADER + (1 << 20)))
         );
         assert_eq!(message_len(b"\x00\x01\x00"), Ok(None));
     }

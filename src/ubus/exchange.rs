@@ -33,6 +33,9 @@ pub struct Exchange<'a> {
     pub body_timeout: Duration,
     pub version: Version,
     pub keep_alive: bool,
+    /// The client waits for `100 Continue` before its body (curl does
+    /// for bodies over 1 KiB).
+    pub expects_continue: bool,
 }
 
 /// What went out, for the access log.
@@ -148,6 +151,27 @@ impl Exchange<'_> {
         match body {
             BodyKind::None => Some(Vec::new()),
             BodyKind::Length(n) if n > UBUS_MAX_BODY as u64 => None,
+            _ if self.expects_continue && self.version == Version::Http11 && input.is_empty() => {
+                let sent = self.sock.send_all(b"HTTP/1.1 100 Continue\r\n\r\n").await;
+                self.read_sent_body(input, body, deadline, sent.is_ok())
+                    .await
+            }
+            _ => self.read_sent_body(input, body, deadline, true).await,
+        }
+    }
+
+    async fn read_sent_body(
+        &self,
+        input: &mut Input,
+        body: BodyKind,
+        deadline: Instant,
+        sent: bool,
+    ) -> Option<Vec<u8>> {
+        if !sent {
+            return None;
+        }
+        match body {
+            BodyKind::None => Some(Vec::new()),
             BodyKind::Length(n) => {
                 while (input.bytes().len() as u64) < n {
                     match input.read_more(self.sock, deadline).await {

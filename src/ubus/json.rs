@@ -232,7 +232,7 @@ impl Parser<'_> {
         }
         let text = std::str::from_utf8(&self.s[start..self.at]).map_err(|_| ParseError)?;
         if fraction {
-            let d: f64 = text.parse().map_err(|_| ParseError)?;
+            let d = to_f64(text.as_bytes());
             out.field(T_DOUBLE, name, &d.to_bits().to_be_bytes());
         } else {
             // Beyond 64 bits json-c keeps the nearest end of the range.
@@ -253,6 +253,134 @@ impl Parser<'_> {
         }
         self.at - start
     }
+}
+
+/// A JSON number (already checked) as a double: exact on the fast path
+/// (up to 2^53 and 10^22 either way, Clinger's), within an ulp or two
+/// beyond. Not core's parser: its tables cost 15 KiB of flash for values
+/// JSON-RPC to ubus hardly carries.
+fn to_f64(text: &[u8]) -> f64 {
+    const POW10: [f64; 23] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+    ];
+    let (negative, t) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    let (mut mantissa, mut exp10, mut i) = (0u64, 0i64, 0);
+    let mut point = false;
+    while let Some(&b) = t.get(i) {
+        match b {
+            b'0'..=b'9' if mantissa < 100_000_000_000_000_000 => {
+                mantissa = mantissa * 10 + u64::from(b - b'0');
+                exp10 -= i64::from(point);
+            }
+            b'0'..=b'9' => exp10 += i64::from(!point),
+            b'.' => point = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    if let Some(e) = t.get(i + 1..) {
+        let (sign, digits) = match e.split_first() {
+            Some((b'-', d)) => (-1, d),
+            Some((b'+', d)) => (1, d),
+            _ => (1, e),
+        };
+        let n = digits
+            .iter()
+            .fold(0i64, |n, &d| (n * 10 + i64::from(d - b'0')).min(100_000));
+        exp10 += sign * n;
+    }
+    let m = mantissa as f64;
+    let v = match usize::try_from(exp10.unsigned_abs()) {
+        Ok(e) if e < POW10.len() && mantissa < 1 << 53 => {
+            if exp10 < 0 {
+                m / POW10[e]
+            } else {
+                m * POW10[e]
+            }
+        }
+        _ if exp10 < 0 => m / 10f64.powi(exp10.unsigned_abs().min(400) as i32),
+        _ => m * 10f64.powi(exp10.min(400) as i32),
+    };
+    if negative { -v } else { v }
+}
+
+/// Writes a double as printf's `%lf`: the exact value rounded to six
+/// decimals, ties to even (core's float formatting costs 8 KiB of flash).
+fn write_fixed6(out: &mut Vec<u8>, d: f64) {
+    if d.is_sign_negative() {
+        out.push(b'-');
+    }
+    if d.is_nan() {
+        return out.extend_from_slice(b"nan");
+    }
+    if d.is_infinite() {
+        return out.extend_from_slice(b"inf");
+    }
+    let bits = d.to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i32;
+    let fraction = bits & ((1 << 52) - 1);
+    let (m, e) = match exp {
+        0 => (fraction, -1074),
+        _ => (fraction | 1 << 52, exp - 1075),
+    };
+    if e >= 0 {
+        // m * 2^e in base 10^9 limbs, least significant first.
+        let mut limbs = vec![
+            (m % 1_000_000_000) as u32,
+            (m / 1_000_000_000 % 1_000_000_000) as u32,
+            (m / 1_000_000_000_000_000_000) as u32,
+        ];
+        for _ in 0..e {
+            let mut carry = 0;
+            for l in limbs.iter_mut() {
+                let v = *l * 2 + carry;
+                carry = v / 1_000_000_000;
+                *l = v % 1_000_000_000;
+            }
+            if carry > 0 {
+                limbs.push(carry);
+            }
+        }
+        while limbs.len() > 1 && limbs.last() == Some(&0) {
+            limbs.pop();
+        }
+        let mut rest = limbs.iter().rev();
+        if let Some(top) = rest.next() {
+            out.extend_from_slice(top.to_string().as_bytes());
+        }
+        for l in rest {
+            let s = l.to_string();
+            out.resize(out.len() + 9 - s.len(), b'0');
+            out.extend_from_slice(s.as_bytes());
+        }
+        return out.extend_from_slice(b".000000");
+    }
+    let k = e.unsigned_abs();
+    let (mut int, mut frac) = (0u64, 0u64);
+    if k < 128 {
+        let m = u128::from(m);
+        int = (m >> k) as u64;
+        let num = (m - (u128::from(int) << k)) * 1_000_000;
+        frac = (num >> k) as u64;
+        let r = num - (u128::from(frac) << k);
+        let half = 1u128 << (k - 1);
+        if r > half || (r == half && frac & 1 == 1) {
+            frac += 1;
+        }
+        if frac == 1_000_000 {
+            frac = 0;
+            int += 1;
+        }
+    }
+    out.extend_from_slice(int.to_string().as_bytes());
+    out.push(b'.');
+    let s = frac.to_string();
+    out.resize(out.len() + 6 - s.len(), b'0');
+    out.extend_from_slice(s.as_bytes());
 }
 
 /// Writes `s` as a JSON string the way libubox escapes it: `"`, `\`,
@@ -288,7 +416,7 @@ pub fn write_value(out: &mut Vec<u8>, v: Value<'_>, depth: usize) {
         Value::Int16(i) => out.extend_from_slice(i.to_string().as_bytes()),
         Value::Int32(i) => out.extend_from_slice(i.to_string().as_bytes()),
         Value::Int64(i) => out.extend_from_slice(i.to_string().as_bytes()),
-        Value::Double(d) => out.extend_from_slice(format!("{d:.6}").as_bytes()),
+        Value::Double(d) => write_fixed6(out, d),
         Value::Str(s) => write_string(out, s),
         Value::Array(_) | Value::Table(_) if depth >= crate::limits::UBUS_REPLY_DEPTH => {
             out.extend_from_slice(b"null")
@@ -308,8 +436,10 @@ pub fn write_list(out: &mut Vec<u8>, list: &[u8], array: bool, depth: usize) {
             out.push(b',');
         }
         first = false;
-        if !array && !f.name.is_empty() {
-            write_string(out, f.name);
+        // A name ends at its first NUL, as libubox reads it.
+        let name = f.name.split(|&b| b == 0).next().unwrap_or_default();
+        if !array && !name.is_empty() {
+            write_string(out, name);
             out.push(b':');
         }
         write_value(out, f.value, depth);
@@ -342,6 +472,46 @@ mod tests {
         assert_eq!(round("99999999999999999999").unwrap(), i64::MAX.to_string());
         assert_eq!(round(r#""\u0001\f""#).unwrap(), r#""\u0001\u000c""#);
         assert_eq!(round(r#""\ud83d\ude00""#).unwrap(), "\"\u{1f600}\"");
+    }
+
+    #[test]
+    fn doubles_are_written_as_printf_does() {
+        let max = "179769313486231570814527423731704356798070567525844996598917476803157260780028538760589558632766878171540458953514382464234321326889464182768467546703537516986049910576551282076245490090389328944075868508455133942304583236903222948165808559332123348274797826204144723168738177180919299881250404026184124858368.000000";
+        let cases: [(f64, &str); 14] = [
+            (0.0, "0.000000"),
+            (-0.0, "-0.000000"),
+            (1.5, "1.500000"),
+            (-1234.5678, "-1234.567800"),
+            (0.1, "0.100000"),
+            (2.5e-7, "0.000000"),
+            (7.5e-7, "0.000001"),
+            (123_456_789.0 + 1.0 / 3.0, "123456789.333333"),
+            (2.0 / 3.0, "0.666667"),
+            (1e22, "10000000000000000000000.000000"),
+            (2f64.powi(70), "1180591620717411303424.000000"),
+            (f64::MAX, max),
+            (f64::INFINITY, "inf"),
+            (5e-324, "0.000000"),
+        ];
+        for (d, want) in cases {
+            let mut out = Vec::new();
+            write_fixed6(&mut out, d);
+            assert_eq!(String::from_utf8(out).unwrap(), want, "{d:e}");
+        }
+        for t in ["0.1", "1e22", "-2.5e-3", "123.456", "1E+2", "0.000001"] {
+            assert_eq!(to_f64(t.as_bytes()), t.parse::<f64>().unwrap(), "{t}");
+        }
+        // Off the fast path: within two ulps.
+        for t in [
+            "9007199254740993.0",
+            "1.7976931348623157e308",
+            "3.14159265358979e-100",
+        ] {
+            let (got, exact) = (to_f64(t.as_bytes()), t.parse::<f64>().unwrap());
+            assert!(got.to_bits().abs_diff(exact.to_bits()) <= 2, "{t}: {got:e}");
+        }
+        assert_eq!(to_f64(b"1e999"), f64::INFINITY);
+        assert_eq!(to_f64(b"1e-999"), 0.0);
     }
 
     #[test]

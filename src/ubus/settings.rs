@@ -38,6 +38,9 @@ impl Settings {
     /// Applies a `ubus*` setting; `Ok(false)` if `key` is not one.
     pub fn apply(&mut self, key: &str, value: &str) -> Result<bool, String> {
         match key {
+            "ubus" if !cfg!(feature = "ubus") => {
+                return Err("this build has no ubus endpoint (the `ubus` feature)".into());
+            }
             "ubus" => {
                 let mut words = value.split_ascii_whitespace();
                 let prefix = words.next().unwrap_or_default();
