@@ -4,7 +4,9 @@
 //! and errors as uhttpd writes them, the REST-like paths, event streams,
 //! timeouts, ubusd restarting, broken and oversized replies, the settings,
 //! and values whose bytes differ by byte order (the cross stage runs this
-//! under big-endian qemu-user).
+//! under big-endian qemu-user). The endpoint is the `ubus` cargo feature:
+//! `cargo test --features ubus --test ubus` (with `tls` too for HTTPS).
+#![cfg(feature = "ubus")]
 
 mod common;
 
