@@ -708,6 +708,15 @@ fn auth_off_asks_no_acl() {
     let dir = TempDir::new("ubus-noauth");
     let bus = UbusStandin::start(&dir);
     let s = ubus_server(Transport::Plain, &dir, &bus, "ubus-auth off\n");
+    let warned = s.wait_log("ubus-auth", Duration::from_secs(5));
+    assert!(
+        warned
+            && s.log_text()
+                .lines()
+                .any(|l| l.contains("warn") && l.contains("ubus-auth")),
+        "no warning that the ACL is off:\n{}",
+        s.log_text()
+    );
     assert_eq!(
         call(&s, READER, "test", "fail", "{}").get("result"),
         &j("[9]")
@@ -941,4 +950,95 @@ fn the_stand_in_passes_its_own_checks() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn calls_at_once_on_one_worker_each_get_their_own_answer() {
+    let dir = TempDir::new("ubus-many");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "workers 1\n");
+    let (tx, rx) = mpsc::channel();
+    // Slow ones answered in the reverse of their order, echoes between.
+    let slow = ["0.6", "0.4", "0.2"];
+    for (i, secs) in slow.iter().enumerate() {
+        let body = call_body(
+            100 + i as u32,
+            ADMIN,
+            "test",
+            "slow",
+            &format!(r#"{{"seconds":{secs}}}"#),
+        );
+        post_in_thread(&s, "slow", body, &tx);
+    }
+    for n in 0..16u32 {
+        post_in_thread(
+            &s,
+            "echo",
+            call_body(n, ADMIN, "test", "echo", &format!(r#"{{"n":{n}}}"#)),
+            &tx,
+        );
+    }
+    let mut echoes = Vec::new();
+    let mut slept = Vec::new();
+    for _ in 0..slow.len() + 16 {
+        let (tag, text) = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        let a = j(&text);
+        if tag == "echo" {
+            // Its id and its argument agree: no answer went to another call.
+            assert_eq!(a.get("result").at(1).get("n"), a.get("id"), "{text}");
+            echoes.push(a.get("id").i64().unwrap_or(-1));
+        } else {
+            let id = a.get("id").i64().unwrap_or(0) as usize;
+            let got = a.get("result").at(1).get("slept").f64();
+            assert_eq!(
+                got,
+                slow.get(id.wrapping_sub(100)).and_then(|s| s.parse().ok()),
+                "{text}"
+            );
+            slept.push(id);
+        }
+    }
+    echoes.sort();
+    assert_eq!(echoes, (0..16).collect::<Vec<i64>>());
+    assert_eq!(slept.len(), 3);
+}
+
+#[test]
+fn an_event_stream_does_not_outlive_its_ubusd_silently() {
+    let dir = TempDir::new("ubus-sse-restart");
+    let mut bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    let bearer = format!("Authorization: Bearer {ADMIN}");
+    let mut events = EventStream::open(&s, "/ubus/subscribe/test.events", &[&bearer]);
+    assert_eq!(events.head.status, 200);
+    assert!(
+        bus.wait_line("subscribe test.events", WAIT),
+        "{}",
+        bus.log()
+    );
+    bus.restart();
+    // Either the stream ends (as uhttpd ends it when its subscription goes),
+    // so that the client subscribes again, or it carries on with the new
+    // ubusd's events; never open and deaf.
+    let ended =
+        |e: &mut EventStream| !e.wait_for("\u{0}never", Duration::from_millis(300)) && e.closed();
+    let mut delivered = false;
+    let done = wait_until(WAIT, || {
+        if ended(&mut events) {
+            return true;
+        }
+        let a = call(&s, ADMIN, "test.events", "emit", r#"{"event":"again"}"#);
+        if a.get("result").at(1).get("subscribers") == &j("1") {
+            delivered = events.wait_for("event: again\n", Duration::from_secs(5));
+            return delivered;
+        }
+        false
+    });
+    assert!(
+        done,
+        "the stream stayed open without events after ubusd restarted: {:?}\n{}",
+        events.text,
+        bus.log()
+    );
+    s.assert_healthy();
 }

@@ -256,6 +256,7 @@ pub struct EventStream {
     chunked: bool,
     raw: Vec<u8>,
     pub text: String,
+    ended: bool,
 }
 
 impl EventStream {
@@ -288,7 +289,14 @@ impl EventStream {
             chunked,
             raw: Vec::new(),
             text: String::new(),
+            ended: false,
         }
+    }
+
+    /// Whether the server ended the stream (closed the connection, or sent
+    /// the last chunk), as far as read.
+    pub fn closed(&self) -> bool {
+        self.ended
     }
 
     /// Reads until the body holds `needle` or `within` passes.
@@ -304,7 +312,10 @@ impl EventStream {
             }
             let mut buf = [0u8; 4096];
             match self.conn.read(&mut buf) {
-                Ok(0) => return self.text.contains(needle),
+                Ok(0) => {
+                    self.ended = true;
+                    return self.text.contains(needle);
+                }
                 Ok(n) => {
                     self.raw.extend_from_slice(&buf[..n]);
                     self.decode();
@@ -316,7 +327,10 @@ impl EventStream {
                             | std::io::ErrorKind::TimedOut
                             | std::io::ErrorKind::Interrupted
                     ) => {}
-                Err(_) => return self.text.contains(needle),
+                Err(_) => {
+                    self.ended = true;
+                    return self.text.contains(needle);
+                }
             }
         }
         true
@@ -343,6 +357,7 @@ impl EventStream {
             self.text.push_str(&String::from_utf8_lossy(&data));
             self.raw.drain(..eol + 2 + size + 2);
             if size == 0 {
+                self.ended = true;
                 return;
             }
         }
