@@ -762,6 +762,12 @@ fn cors_on_answers_preflights_and_lets_other_origins_post() {
     ] {
         assert!(out.contains(h), "{h}: {out}");
     }
+    // A method uhttpd does not offer gets no CORS headers.
+    let out = s.raw(
+        b"OPTIONS /ubus HTTP/1.1\r\nHost: t\r\nOrigin: http://ui.example\r\nAccess-Control-Request-Method: DELETE\r\nConnection: close\r\n\r\n",
+    );
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(!out.contains("Access-Control-Allow-Origin"), "{out}");
     let r = post(
         &s,
         "/ubus",
