@@ -144,6 +144,18 @@ pub fn is_whole(list: &[u8]) -> bool {
     true
 }
 
+/// Whether `list` is well formed to the bottom: whole attributes, each a
+/// blobmsg field as libubox checks them, nested ones too (to `depth`
+/// levels). A reply that is not is refused, never passed on in part.
+pub fn is_valid_list(list: &[u8], depth: usize) -> bool {
+    is_whole(list)
+        && attrs(list).all(|a| match field(a).map(|f| f.value) {
+            None => false,
+            Some(Value::Array(l) | Value::Table(l)) => depth > 0 && is_valid_list(l, depth - 1),
+            Some(_) => true,
+        })
+}
+
 /// A blobmsg value.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value<'a> {
@@ -445,6 +457,14 @@ mod tests {
         assert!(attrs(b"\x00\x00\x00\x40abcd").next().is_none());
         assert!(!is_whole(b"\x00\x00\x00\x40abcd"));
         assert!(is_whole(b"\x01\x00\x00\x05a\x00\x00\x00"));
+        // A table whose member runs past it: the list is not valid.
+        let mut b = Builder::default();
+        let t = b.open_field(T_TABLE, b"t");
+        b.int(b"a", 1);
+        b.close(t);
+        assert!(is_valid_list(&b.buf, 4));
+        b.buf[11] = 0x40;
+        assert!(is_whole(&b.buf) && !is_valid_list(&b.buf, 4));
         // A string without its NUL, an int32 of 3 bytes, a name past the end.
         assert!(
             field(

@@ -21,7 +21,7 @@ use std::time::Instant;
 use async_io::Async;
 use futures_lite::future;
 
-use crate::limits::{UBUS_EVENT_QUEUE, UBUS_IDS_KEPT, UBUS_MAX_REPLY};
+use crate::limits::{UBUS_EVENT_QUEUE, UBUS_IDS_KEPT, UBUS_MAX_REPLY, UBUS_REPLY_DEPTH};
 use crate::net::deadline::{Deadlines, within};
 use crate::net::notify::Notify;
 use crate::net::slots::{Slot, Slots};
@@ -35,7 +35,7 @@ pub enum Failure {
     Timeout,
     /// No connection to ubusd, or it went away during the call.
     Lost,
-    /// The reply was larger than a call may collect.
+    /// The reply was larger than a call may collect, or malformed.
     TooLarge,
 }
 
@@ -453,7 +453,12 @@ impl Link {
                     return;
                 };
                 if h.kind == blob::DATA {
-                    if p.data.len() + attrs.len() + 4 > UBUS_MAX_REPLY {
+                    let m = Message::parse(attrs);
+                    let well_formed = [m.data, m.signature]
+                        .into_iter()
+                        .flatten()
+                        .all(|l| blob::is_valid_list(l, UBUS_REPLY_DEPTH));
+                    if !well_formed || p.data.len() + attrs.len() + 4 > UBUS_MAX_REPLY {
                         p.too_large = true;
                     } else {
                         let mut b = Builder {

@@ -173,13 +173,19 @@ impl Exchange<'_> {
         match body {
             BodyKind::None => Some(Vec::new()),
             BodyKind::Length(n) => {
-                while (input.bytes().len() as u64) < n {
-                    match input.read_more(self.sock, deadline).await {
+                // Past what came with the head, straight into the body:
+                // the head buffer is smaller than a body may be.
+                let n = usize::try_from(n).ok()?;
+                let mut text = input.take(n as u64);
+                let mut got = text.len();
+                text.resize(n, 0);
+                while got < n {
+                    match self.sock.read_some(&mut text[got..], deadline).await {
                         Ok(0) | Err(_) => return None,
-                        Ok(_) => {}
+                        Ok(more) => got += more,
                     }
                 }
-                Some(input.take(n))
+                Some(text)
             }
             BodyKind::Chunked => {
                 let mut decoder = chunked::Decoder::default();

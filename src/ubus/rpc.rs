@@ -214,10 +214,11 @@ impl Rpc<'_> {
         };
         let mut p = blob::fields(params).map(|f| f.value);
         let (sid, object, method, args) = (p.next(), p.next(), p.next(), p.next());
+        // Without the ACL check a missing, empty or non-string session is
+        // the anonymous one, as uhttpd's `no_ubusauth`.
         let sid = match sid {
-            Some(Value::Str(s)) if !self.auth && s.is_empty() => Some(DEFAULT_SID),
-            Some(Value::Str(s)) => Some(s),
-            None if !self.auth => Some(DEFAULT_SID),
+            Some(Value::Str(s)) if self.auth || !s.is_empty() => Some(s),
+            _ if !self.auth => Some(DEFAULT_SID),
             _ => None,
         };
         let (
