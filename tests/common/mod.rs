@@ -7,8 +7,10 @@
 #![allow(dead_code)]
 
 pub mod backend;
+pub mod json;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod ubus;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};

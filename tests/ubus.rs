@@ -1,0 +1,1050 @@
+//! The native ubus endpoint (uhttpd's `/ubus` JSON-RPC) through the real
+//! binary, against the stand-in ubusd of `tests/ubus/standin.py` (its
+//! objects and sessions are described at the top of that file): the answers
+//! and errors as uhttpd writes them, the REST-like paths, event streams,
+//! timeouts, ubusd restarting, broken and oversized replies, the settings,
+//! and values whose bytes differ by byte order (the cross stage runs this
+//! under big-endian qemu-user). The endpoint is the `ubus` cargo feature:
+//! `cargo test --features ubus --test ubus` (with `tls` too for HTTPS).
+#![cfg(feature = "ubus")]
+
+mod common;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::json::Json;
+use common::ubus::*;
+use common::*;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn j(text: &str) -> Json {
+    Json::parse(text).unwrap()
+}
+
+fn assert_same(got: &Json, want: &str) {
+    assert!(got.same(&j(want)), "got {got:?}\nwant {want}");
+}
+
+#[test]
+fn a_call_answers_as_uhttpd_over_plain_and_tls() {
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-call");
+        let bus = UbusStandin::start(&dir);
+        let s = ubus_server(t, &dir, &bus, "");
+        // The exact text, as uhttpd's JSON writer gives it.
+        let r = post(
+            &s,
+            "/ubus",
+            &call_body(1, ADMIN, "test", "echo", r#"{"a":1}"#),
+            &[],
+        );
+        assert_eq!(r.status, 200, "{t:?}: {}\n{}", r.text(), s.log_text());
+        assert!(
+            r.header("content-type")
+                .is_some_and(|c| c.starts_with("application/json")),
+            "{:?}",
+            r.headers
+        );
+        assert_eq!(
+            r.text(),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"result":[0,{{"a":1,"ubus_rpc_session":"{ADMIN}"}}]}}"#
+            ),
+            "{t:?}"
+        );
+        // The ACL was asked with the call's session, object and function.
+        let asked = bus.wait_for(WAIT, |l| {
+            l.starts_with("invoke session access")
+                && l.contains(&format!(r#""ubus_rpc_session": "{ADMIN}""#))
+                && l.contains(r#""object": "test""#)
+                && l.contains(r#""function": "echo""#)
+        });
+        assert!(asked, "{}", bus.log());
+        // A status without data: [status]; with data: [status, {data}].
+        assert_eq!(
+            call(&s, ADMIN, "test", "fail", r#"{"code":0}"#).get("result"),
+            &j("[0]")
+        );
+        assert_eq!(
+            call(&s, ADMIN, "test", "fail", r#"{"code":7}"#).get("result"),
+            &j("[7]")
+        );
+        assert_eq!(
+            call(&s, ADMIN, "test", "fail", r#"{"data":true}"#).get("result"),
+            &j(r#"[9,{"detail":"failed on request"}]"#)
+        );
+        // A method the object lacks is ubus's status 3, not a JSON-RPC error.
+        assert_eq!(
+            call(&s, ADMIN, "test", "nosuch", "{}").get("result"),
+            &j("[3]")
+        );
+        // The id comes back as sent, null when absent.
+        let a = rpc(
+            &s,
+            &format!(
+                r#"{{"jsonrpc":"2.0","id":"x\"y","method":"call","params":["{ADMIN}","system","board",{{}}]}}"#
+            ),
+        );
+        assert_eq!(a.get("id"), &Json::Str("x\"y".into()));
+        assert_eq!(
+            a.get("result").at(1).get("board_name").str(),
+            Some("marmoset,standin")
+        );
+        let a = rpc(
+            &s,
+            &format!(
+                r#"{{"jsonrpc":"2.0","method":"call","params":["{ADMIN}","test","fail",{{"code":0}}]}}"#
+            ),
+        );
+        assert!(a.has("id") && a.get("id") == &Json::Null, "{a:?}");
+        s.assert_healthy();
+    }
+}
+
+#[test]
+fn list_gives_paths_then_signatures_with_uhttpds_type_names() {
+    let dir = TempDir::new("ubus-list");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    let a = rpc(&s, r#"{"jsonrpc":"2.0","id":1,"method":"list"}"#);
+    assert_eq!(
+        a.get("result"),
+        &j(r#"["session","system","test","test.events"]"#)
+    );
+    let a = rpc(
+        &s,
+        r#"{"jsonrpc":"2.0","id":2,"method":"list","params":["test"]}"#,
+    );
+    let test = a.get("result").get("test");
+    assert_eq!(a.get("result").keys(), ["test"]);
+    assert_same(
+        test.get("echo"),
+        r#"{"string":"string","number":"number","boolean":"boolean","array":"array",
+            "object":"object","int64":"unknown","double":"unknown"}"#,
+    );
+    assert_same(test.get("types"), "{}");
+    assert!(test.has("slow") && test.has("oversized"), "{a:?}");
+    // A pattern, and a path nothing has.
+    let a = rpc(
+        &s,
+        r#"{"jsonrpc":"2.0","id":3,"method":"list","params":["test*","nosuch","system"]}"#,
+    );
+    assert_eq!(a.get("result").keys(), ["test", "test.events", "system"]);
+    assert_same(
+        a.get("result").get("test.events").get("emit"),
+        r#"{"event":"string","data":"object","reply":"boolean"}"#,
+    );
+    let a = rpc(
+        &s,
+        r#"{"jsonrpc":"2.0","id":4,"method":"list","params":["nosuch"]}"#,
+    );
+    assert_eq!(a.get("result"), &j("{}"));
+    // list needs no session.
+    bus.settle(&s);
+    assert_eq!(bus.count("invoke session access"), 0, "{}", bus.log());
+}
+
+#[test]
+fn each_error_is_uhttpds_code_and_message() {
+    let dir = TempDir::new("ubus-errors");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    let text = |body: &str| {
+        let r = post(&s, "/ubus", body, &[]);
+        assert_eq!(r.status, 200, "{body}: {}", r.text());
+        r.text()
+    };
+    // Not JSON, or JSON that is no object nor array: parse error, id null.
+    for bad in ["{", "5", "\"call\"", "nul", "{\"jsonrpc\":\"2.0\",}"] {
+        assert_eq!(
+            text(bad),
+            error_text("null", -32700, "Parse error"),
+            "{bad}"
+        );
+    }
+    // A request object that is not one (no "2.0", no method, a call whose
+    // params are not [sid, object, method, {args}]): uhttpd answers these
+    // -32700 too; it has -32600 "Invalid request" in its table but no path
+    // to it.
+    for bad in [
+        r#"{"id":1,"method":"list"}"#.to_string(),
+        r#"{"jsonrpc":"1.0","id":1,"method":"list"}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":1}"#.to_string(),
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"call","params":["{ADMIN}","test","echo"]}}"#),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"call","params":["{ADMIN}","test","echo",[]]}}"#
+        ),
+        r#"{"jsonrpc":"2.0","id":1,"method":"call","params":{}}"#.to_string(),
+    ] {
+        assert_eq!(text(&bad), error_text("1", -32700, "Parse error"), "{bad}");
+    }
+    assert_eq!(
+        text(r#"{"jsonrpc":"2.0","id":1,"method":"subscribe","params":[]}"#),
+        error_text("1", -32601, "Method not found")
+    );
+    // Arguments may not name the session: the endpoint adds it.
+    assert_eq!(
+        text(&call_body(
+            2,
+            ADMIN,
+            "test",
+            "echo",
+            &format!(r#"{{"x":1,"ubus_rpc_session":"{ADMIN}"}}"#)
+        )),
+        error_text("2", -32602, "Invalid parameters")
+    );
+    assert_eq!(
+        text(&call_body(3, ADMIN, "nosuch", "echo", "{}")),
+        error_text("3", -32000, "Object not found")
+    );
+    // Unknown objects are looked up before the ACL is asked.
+    assert_eq!(
+        text(&call_body(4, READER, "nosuch", "echo", "{}")),
+        error_text("4", -32000, "Object not found")
+    );
+    // The ACL says no: for this session, for an unknown session, for the
+    // anonymous one.
+    for sid in [READER, "cccccccccccccccccccccccccccccccc", ANONYMOUS, ""] {
+        assert_eq!(
+            text(&call_body(5, sid, "test", "fail", "{}")),
+            error_text("5", -32002, "Access denied"),
+            "{sid}"
+        );
+    }
+    assert_eq!(
+        call(&s, READER, "test", "echo", "{}").get("result").at(0),
+        &j("0")
+    );
+    bus.settle(&s);
+    assert!(
+        !bus.lines()
+            .iter()
+            .any(|l| l.starts_with("invoke test fail")),
+        "a denied call reached the object:\n{}",
+        bus.log()
+    );
+    s.assert_healthy();
+}
+
+#[test]
+fn a_body_over_64_kib_is_a_parse_error() {
+    let dir = TempDir::new("ubus-64k");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    // One byte over uhttpd's 64 KiB.
+    let r = post(&s, "/ubus", &sized_call(65537), &[]);
+    assert_eq!(
+        (r.status, r.text()),
+        (200, error_text("null", -32700, "Parse error"))
+    );
+    let call = call_body(1, ADMIN, "test", "echo", r#"{"k":"v"}"#);
+    let huge = format!("[{}]", vec![call.as_str(); 1000].join(","));
+    assert_eq!(
+        post(&s, "/ubus", &huge, &[]).text(),
+        error_text("null", -32700, "Parse error")
+    );
+    s.assert_healthy();
+    assert_eq!(
+        call_of(&s).get("result").at(0),
+        &j("0"),
+        "the endpoint serves on"
+    );
+}
+
+#[test]
+fn a_body_of_64_kib_is_taken() {
+    let dir = TempDir::new("ubus-64k-in");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    // LuCI's larger requests (uci changes, file writes) run to tens of KiB.
+    for size in [10_000, 65536] {
+        let a = rpc(&s, &sized_call(size));
+        let pad = a.get("result").at(1).get("pad").str().map(str::len);
+        assert_eq!(pad, Some(size - 119), "{size}: {a:?}");
+    }
+}
+
+/// An echo call of exactly `n` bytes (padded inside the JSON: uhttpd
+/// refuses any byte after the request's closing brace).
+fn sized_call(n: usize) -> String {
+    let head = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"call","params":["{ADMIN}","test","echo",{{"k":"v","pad":""#
+    );
+    let tail = r#""}]}"#;
+    format!("{head}{}{tail}", "x".repeat(n - head.len() - tail.len()))
+}
+
+fn call_of(s: &Server) -> Json {
+    call(s, ADMIN, "test", "echo", "{}")
+}
+
+#[test]
+fn a_batch_answers_each_request_in_order() {
+    let dir = TempDir::new("ubus-batch");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    let batch = format!(
+        "[{},{},5,{},{},{}]",
+        call_body(1, ADMIN, "test", "echo", r#"{"n":1}"#),
+        r#"{"jsonrpc":"2.0","id":2,"method":"nope"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"list"}"#,
+        call_body(4, READER, "test", "fail", "{}"),
+        call_body(6, ADMIN, "nosuch", "x", "{}"),
+    );
+    let a = rpc(&s, &batch);
+    assert_eq!(a.len(), 6, "{a:?}");
+    assert_same(
+        a.at(0),
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":[0,{{"n":1,"ubus_rpc_session":"{ADMIN}"}}]}}"#
+        ),
+    );
+    assert_eq!(a.at(1), &j(&error_text("2", -32601, "Method not found")));
+    assert_eq!(a.at(2), &j(&error_text("null", -32700, "Parse error")));
+    assert_eq!(a.at(3).get("id"), &j("3"));
+    assert_eq!(a.at(3).get("result").len(), 4);
+    assert_eq!(a.at(4), &j(&error_text("4", -32002, "Access denied")));
+    assert_eq!(a.at(5), &j(&error_text("6", -32000, "Object not found")));
+    assert_eq!(rpc(&s, "[]"), j("[]"));
+}
+
+#[test]
+fn call_and_list_by_path_with_a_bearer_session() {
+    let dir = TempDir::new("ubus-rest");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    let bearer = format!("Authorization: Bearer {ADMIN}");
+    let r = post(
+        &s,
+        "/ubus/call/test",
+        r#"{"jsonrpc":"2.0","id":7,"method":"echo","params":{"x":1}}"#,
+        &[&bearer],
+    );
+    assert_eq!(
+        json_of(&r, &s),
+        j(&format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"x":1,"ubus_rpc_session":"{ADMIN}"}}}}"#
+        ))
+    );
+    // No data: result null. A ubus error: its status and ubus's words.
+    let r = post(
+        &s,
+        "/ubus/call/test",
+        r#"{"jsonrpc":"2.0","id":8,"method":"fail","params":{"code":0}}"#,
+        &[&bearer],
+    );
+    assert_eq!(r.text(), r#"{"jsonrpc":"2.0","id":8,"result":null}"#);
+    let r = post(
+        &s,
+        "/ubus/call/test",
+        r#"{"jsonrpc":"2.0","id":9,"method":"fail","params":{"code":7}}"#,
+        &[&bearer],
+    );
+    assert_eq!(r.text(), error_text("9", 7, "Request timed out"));
+    let r = post(
+        &s,
+        "/ubus/call/test",
+        r#"{"jsonrpc":"2.0","id":10,"method":"nosuch","params":{}}"#,
+        &[&bearer],
+    );
+    assert_eq!(r.text(), error_text("10", 3, "Method not found"));
+    let r = post(
+        &s,
+        "/ubus/call/nosuch",
+        r#"{"jsonrpc":"2.0","id":11,"method":"x","params":{}}"#,
+        &[&bearer],
+    );
+    assert_eq!(r.text(), error_text("11", -32000, "Object not found"));
+    let r = post(
+        &s,
+        "/ubus/call/test",
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":12,"method":"echo","params":{{"ubus_rpc_session":"{ADMIN}"}}}}"#
+        ),
+        &[&bearer],
+    );
+    assert_eq!(r.text(), error_text("12", -32602, "Invalid parameters"));
+    // Without a bearer (or with another scheme) the session is the
+    // anonymous one, which may call system.board only.
+    for auth in [None, Some(format!("Authorization: Basic {ADMIN}"))] {
+        let headers: Vec<&str> = auth.iter().map(String::as_str).collect();
+        let r = post(
+            &s,
+            "/ubus/call/test",
+            r#"{"jsonrpc":"2.0","id":13,"method":"echo","params":{}}"#,
+            &headers,
+        );
+        assert_eq!(r.text(), error_text("13", -32002, "Access denied"));
+        let r = post(
+            &s,
+            "/ubus/call/system",
+            r#"{"jsonrpc":"2.0","id":14,"method":"board"}"#,
+            &headers,
+        );
+        assert_eq!(
+            json_of(&r, &s).get("result").get("hostname").str(),
+            Some("standin")
+        );
+    }
+    // GET list: every object's signature, or one object's.
+    let all = s.get("/ubus/list", &[]);
+    let a = json_of(&all, &s);
+    assert_eq!(a.keys(), ["session", "system", "test", "test.events"]);
+    assert_same(
+        a.get("session").get("access"),
+        r#"{"ubus_rpc_session":"string","scope":"string","object":"string","function":"string"}"#,
+    );
+    let a = json_of(&s.get("/ubus/list/test.events", &[]), &s);
+    assert_eq!(a.keys(), ["emit", "subscribers"]);
+    let r = s.get("/ubus/list/nosuch", &[]);
+    assert_eq!(
+        (r.status, r.text()),
+        (500, r#"{"code":4,"message":"Not found"}"#.to_string())
+    );
+    assert_eq!(s.get("/ubus/other", &[]).status, 404);
+    assert_eq!(s.get("/ubusx", &[]).status, 404, "not the endpoint");
+    // Other methods: 405 with what is allowed.
+    for method in ["PUT", "DELETE", "OPTIONS"] {
+        let out = s.raw(format!("{method} /ubus HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes());
+        assert!(out.starts_with("HTTP/1.1 405"), "{method}: {out}");
+        let allow = out
+            .lines()
+            .find(|l| l.to_ascii_lowercase().starts_with("allow:"))
+            .unwrap_or_else(|| panic!("{method}: no Allow: {out}"));
+        assert!(allow.contains("GET") && allow.contains("POST"), "{allow}");
+        assert!(
+            !allow.contains("OPTIONS"),
+            "OPTIONS only with CORS on: {allow}"
+        );
+    }
+}
+
+#[test]
+fn a_subscription_streams_events_and_needs_subscribe_access() {
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-sse");
+        let bus = UbusStandin::start(&dir);
+        let s = ubus_server(t, &dir, &bus, "");
+        let bearer = format!("Authorization: Bearer {ADMIN}");
+        let mut events = EventStream::open(&s, "/ubus/subscribe/test.events", &[&bearer]);
+        assert_eq!(events.head.status, 200, "{t:?}: {:?}", events.head);
+        assert!(
+            events
+                .head
+                .header("content-type")
+                .is_some_and(|c| c.starts_with("text/event-stream")),
+            "{:?}",
+            events.head.headers
+        );
+        assert!(
+            bus.wait_line("subscribe test.events", WAIT),
+            "{}",
+            bus.log()
+        );
+        assert!(
+            bus.lines()
+                .iter()
+                .any(|l| l.starts_with("invoke session access")
+                    && l.contains(r#""object": "test.events""#)
+                    && l.contains(r#""function": ":subscribe""#)),
+            "{}",
+            bus.log()
+        );
+        // One without a reply (as netifd sends), one asking for replies.
+        let a = call(
+            &s,
+            ADMIN,
+            "test.events",
+            "emit",
+            r#"{"event":"tick","data":{"n":1,"s":"a\nb"}}"#,
+        );
+        assert_eq!(a.get("result").at(1), &j(r#"{"subscribers":1}"#), "{a:?}");
+        assert!(
+            events.wait_for("event: tick\ndata: {\"n\":1,\"s\":\"a\\nb\"}\n\n", WAIT),
+            "{t:?}: {:?}\n{}",
+            events.text,
+            s.log_text()
+        );
+        call(
+            &s,
+            READER,
+            "test.events",
+            "emit",
+            r#"{"event":"link.up","data":{"port":[1,2]},"reply":true}"#,
+        );
+        assert!(
+            events.wait_for("event: link.up\ndata: {\"port\":[1,2]}\n\n", WAIT),
+            "{:?}",
+            events.text
+        );
+        assert!(
+            bus.wait_line("notification answered by", WAIT),
+            "a notification asking for a reply got none:\n{}",
+            bus.log()
+        );
+        // Calls go on beside the stream.
+        assert_eq!(call_of(&s).get("result").at(0), &j("0"));
+        // Refused without ":subscribe": errno's EACCES as uhttpd writes it.
+        let r = s.get(
+            "/ubus/subscribe/test.events",
+            &[&format!("Authorization: Bearer {READER}")],
+        );
+        assert_eq!(
+            (r.status, r.text()),
+            (
+                200,
+                r#"{"code":-13,"message":"Permission denied"}"#.to_string()
+            )
+        );
+        let r = s.get("/ubus/subscribe/test.events", &[]);
+        assert!(r.text().contains("-13"), "anonymous: {}", r.text());
+        bus.settle(&s);
+        assert_eq!(bus.count("subscribe test.events"), 1, "{}", bus.log());
+        // The stream's end ends the subscription.
+        drop(events);
+        let ended = wait_until(WAIT, || {
+            call(&s, ADMIN, "test.events", "subscribers", "{}")
+                .get("result")
+                .at(1)
+                == &j(r#"{"count":0}"#)
+        });
+        assert!(
+            ended,
+            "the subscription outlived its stream:\n{}",
+            bus.log()
+        );
+    }
+}
+
+/// A thread posting `body` to /ubus; its answer comes on `tx` tagged.
+fn post_in_thread(
+    s: &Server,
+    tag: &'static str,
+    body: String,
+    tx: &mpsc::Sender<(&'static str, String)>,
+) {
+    let mut c = s.open();
+    let tx = tx.clone();
+    std::thread::spawn(move || {
+        send_post(&mut c, "/ubus", body.as_bytes(), &[]);
+        let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(60)));
+        let text =
+            read_response(&mut c, false).map_or_else(|| "no answer".to_string(), |r| r.text());
+        let _ = tx.send((tag, text));
+    });
+}
+
+#[test]
+fn a_slow_call_times_out_while_other_calls_are_answered() {
+    let dir = TempDir::new("ubus-timeout");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "ubus-timeout 4\nworkers 1\n");
+    let (tx, rx) = mpsc::channel();
+    post_in_thread(
+        &s,
+        "slow",
+        call_body(1, ADMIN, "test", "slow", r#"{"seconds":10}"#),
+        &tx,
+    );
+    assert!(bus.wait_line("invoke test slow", WAIT), "{}", bus.log());
+    // Another client on the same (only) worker is answered meanwhile.
+    post_in_thread(
+        &s,
+        "echo",
+        call_body(2, ADMIN, "test", "echo", r#"{"n":2}"#),
+        &tx,
+    );
+    let (first, text) = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert_eq!(first, "echo", "the slow call held the worker: {text}");
+    assert!(text.contains(r#""n":2"#), "{text}");
+    let (_, text) = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert_eq!(text, error_text("1", -32003, "ubus request timed out"));
+    // Its late reply, when it comes, is no answer to a later call.
+    assert!(bus.wait_line("reply test slow", WAIT), "{}", bus.log());
+    for n in 3..6 {
+        let a = rpc(
+            &s,
+            &call_body(n, ADMIN, "test", "echo", &format!(r#"{{"n":{n}}}"#)),
+        );
+        assert_eq!(a.get("id"), &j(&n.to_string()));
+        assert_eq!(a.get("result").at(1).get("n"), &j(&n.to_string()), "{a:?}");
+    }
+}
+
+#[test]
+fn ubusd_restarting_fails_the_calls_in_flight_and_the_next_ones_work() {
+    let dir = TempDir::new("ubus-restart");
+    let mut bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "ubus-timeout 50\n");
+    let before = call(&s, ADMIN, "test", "instance", "{}");
+    assert_eq!(before.get("result").at(1).get("generation"), &j("1"));
+    let old_test_id = bus.object_id("test");
+    let (tx, rx) = mpsc::channel();
+    post_in_thread(
+        &s,
+        "slow",
+        call_body(1, ADMIN, "test", "slow", r#"{"seconds":40}"#),
+        &tx,
+    );
+    assert!(bus.wait_line("invoke test slow", WAIT), "{}", bus.log());
+    bus.kill();
+    // At once (long before the 50 s timeout) a failure: uhttpd's libubus
+    // ends the requests of a lost connection with status 7 (timeout), which
+    // uhttpd writes as the result [7]; an internal error is the other
+    // answer a client may get.
+    let (_, text) = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert!(
+        text == r#"{"jsonrpc":"2.0","id":1,"result":[7]}"#
+            || text == error_text("1", -32603, "Internal error"),
+        "{text}"
+    );
+    // With no ubusd: an error answer, and the rest of the server serves.
+    let a = call(&s, ADMIN, "test", "echo", "{}");
+    assert!(a.has("error"), "{a:?}");
+    s.assert_healthy();
+    bus.restart();
+    assert_ne!(bus.object_id("test"), old_test_id, "the stand-in's ids");
+    let after = call(&s, ADMIN, "test", "instance", "{}");
+    assert_eq!(
+        after.get("result").at(1).get("generation"),
+        &j("2"),
+        "{after:?}\n{}",
+        s.log_text()
+    );
+    assert_ne!(
+        after.get("result").at(1).get("client"),
+        before.get("result").at(1).get("client"),
+        "a new bus connection"
+    );
+    // The objects were looked up again, not called by their old ids.
+    bus.settle(&s);
+    assert!(
+        !bus.lines().iter().any(|l| l.contains("no such object")),
+        "{}",
+        bus.log()
+    );
+    assert_eq!(
+        call(&s, READER, "test", "fail", "{}"),
+        j(&error_text("1", -32002, "Access denied"))
+    );
+}
+
+#[test]
+fn the_largest_reply_ubus_carries_arrives_whole() {
+    let dir = TempDir::new("ubus-big");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    // Its blob is exactly 1 MiB, as libubus and ubusd take (the 8-byte
+    // message header comes on top).
+    let a = call(&s, ADMIN, "test", "big", "{}");
+    assert_eq!(a.get("result").at(0), &j("0"), "{}", s.log_text());
+    let data = a.get("result").at(1).get("data").str().unwrap_or("");
+    assert_eq!(data.len(), 1048576 - 29);
+    assert!(data.bytes().all(|b| b == b'x'));
+}
+
+#[test]
+fn broken_replies_are_clean_errors() {
+    let dir = TempDir::new("ubus-broken");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    // A reply whose attributes' lengths do not hold together: an error
+    // (JSON-RPC's, or a failing ubus status), never a part of it.
+    for kind in ["overrun", "short", "name"] {
+        let a = rpc(
+            &s,
+            &call_body(
+                3,
+                ADMIN,
+                "test",
+                "malformed",
+                &format!(r#"{{"kind":"{kind}"}}"#),
+            ),
+        );
+        assert_eq!(a.get("id"), &j("3"));
+        let failed = a.has("error") || a.get("result").at(0).i64().is_some_and(|c| c != 0);
+        assert!(failed, "{kind}: {a:?}");
+        assert_eq!(call_of(&s).get("result").at(0), &j("0"), "after {kind}");
+    }
+    // Attributes well framed but not as their type says: a clean answer
+    // either way, and the server carries on.
+    for kind in ["int", "nostring"] {
+        let a = rpc(
+            &s,
+            &call_body(
+                4,
+                ADMIN,
+                "test",
+                "malformed",
+                &format!(r#"{{"kind":"{kind}"}}"#),
+            ),
+        );
+        assert_eq!(a.get("id"), &j("4"), "{kind}");
+        assert_eq!(call_of(&s).get("result").at(0), &j("0"), "after {kind}");
+    }
+    s.assert_healthy();
+}
+
+#[test]
+fn an_oversized_reply_is_refused_and_the_next_call_works() {
+    let dir = TempDir::new("ubus-oversized");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    // Over 1 MiB: refused, and the next call works.
+    let a = rpc(&s, &call_body(5, ADMIN, "test", "oversized", "{}"));
+    assert_eq!(a.get("id"), &j("5"));
+    assert!(
+        a.has("error") || a.get("result").at(0).i64().is_some_and(|c| c != 0),
+        "{a:?}"
+    );
+    assert_eq!(call_of(&s).get("result").at(0), &j("0"), "{}", s.log_text());
+    s.assert_healthy();
+}
+
+#[test]
+fn auth_off_asks_no_acl() {
+    let dir = TempDir::new("ubus-noauth");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "ubus-auth off\n");
+    let warned = s.wait_log("ubus-auth", Duration::from_secs(5));
+    assert!(
+        warned
+            && s.log_text()
+                .lines()
+                .any(|l| l.contains("warn") && l.contains("ubus-auth")),
+        "no warning that the ACL is off:\n{}",
+        s.log_text()
+    );
+    assert_eq!(
+        call(&s, READER, "test", "fail", "{}").get("result"),
+        &j("[9]")
+    );
+    // An empty session becomes the anonymous one, as in uhttpd.
+    let a = call(&s, "", "test", "echo", "{}");
+    assert_eq!(
+        a.get("result").at(1).get("ubus_rpc_session").str(),
+        Some(ANONYMOUS)
+    );
+    let mut events = EventStream::open(&s, "/ubus/subscribe/test.events", &[]);
+    assert_eq!(events.head.status, 200);
+    assert!(
+        bus.wait_line("subscribe test.events", WAIT),
+        "{}",
+        bus.log()
+    );
+    call(&s, "", "test.events", "emit", r#"{"event":"e"}"#);
+    assert!(
+        events.wait_for("event: e\ndata: {}\n\n", WAIT),
+        "{:?}",
+        events.text
+    );
+    bus.settle(&s);
+    assert_eq!(bus.count("invoke session access"), 0, "{}", bus.log());
+}
+
+#[test]
+fn cors_on_answers_preflights_and_lets_other_origins_post() {
+    let dir = TempDir::new("ubus-cors");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "ubus-cors on\n");
+    let out = s.raw(
+        b"OPTIONS /ubus HTTP/1.1\r\nHost: t\r\nOrigin: http://ui.example\r\nAccess-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type\r\nConnection: close\r\n\r\n",
+    );
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    for h in [
+        "Access-Control-Allow-Origin: http://ui.example\r\n",
+        "Access-Control-Allow-Headers: content-type\r\n",
+        "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n",
+        "Access-Control-Allow-Credentials: true\r\n",
+        "Content-Length: 0\r\n",
+    ] {
+        assert!(out.contains(h), "{h}: {out}");
+    }
+    // A method uhttpd does not offer gets no CORS headers.
+    let out = s.raw(
+        b"OPTIONS /ubus HTTP/1.1\r\nHost: t\r\nOrigin: http://ui.example\r\nAccess-Control-Request-Method: DELETE\r\nConnection: close\r\n\r\n",
+    );
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(!out.contains("Access-Control-Allow-Origin"), "{out}");
+    let r = post(
+        &s,
+        "/ubus",
+        &call_body(1, ADMIN, "test", "echo", "{}"),
+        &["Origin: http://ui.example"],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://ui.example")
+    );
+    assert_eq!(json_of(&r, &s).get("result").at(0), &j("0"));
+
+    // Off (the default): no CORS headers, and the cross-origin guard
+    // refuses another site's POST.
+    let dir = TempDir::new("ubus-nocors");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    let r = post(
+        &s,
+        "/ubus",
+        &call_body(1, ADMIN, "test", "echo", "{}"),
+        &["Origin: http://ui.example"],
+    );
+    assert_eq!(r.status, 403, "{}", r.text());
+    bus.settle(&s);
+    assert_eq!(bus.count("invoke test echo"), 0);
+    let r = post(&s, "/ubus", &call_body(1, ADMIN, "test", "echo", "{}"), &[]);
+    assert_eq!(r.header("access-control-allow-origin"), None);
+}
+
+#[test]
+fn the_settings_are_checked_at_their_line() {
+    let (code, err) = check_conf(
+        "ubus /ubus /var/run/ubus/ubus.sock\nubus-timeout 30\nubus-cors on\nubus-auth off\n",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let (code, err) = check_conf("ubus /ubus\n");
+    assert_eq!(code, Some(0), "the socket has a default: {err}");
+    for (conf, at) in [
+        ("root /tmp\nubus ubus\n", "m.conf:2: ubus"),
+        ("ubus\n", "m.conf:1: ubus"),
+        ("ubus /ubus\nroot /tmp\nubus /other\n", "m.conf:3: ubus"),
+        ("ubus /ubus /s extra\n", "m.conf:1: ubus"),
+        ("ubus-timeout 0\n", "m.conf:1: ubus-timeout"),
+        ("root /tmp\nubus-timeout soon\n", "m.conf:2: ubus-timeout"),
+        ("ubus-timeout -1\n", "m.conf:1: ubus-timeout"),
+        ("ubus-cors maybe\n", "m.conf:1: ubus-cors"),
+        ("ubus-auth 2\n", "m.conf:1: ubus-auth"),
+    ] {
+        let (code, err) = check_conf(conf);
+        assert_eq!(code, Some(2), "{conf:?}: {err}");
+        assert!(err.contains(at), "{conf:?}: {err}");
+    }
+}
+
+#[test]
+fn values_cross_the_bus_in_network_byte_order() {
+    let dir = TempDir::new("ubus-bytes");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    // JSON to blobmsg: the types libubox picks, the bytes big-endian.
+    let a = call(
+        &s,
+        ADMIN,
+        "test",
+        "describe",
+        r#"{"i32":-19088744,"max":2147483647,"min":-2147483648,"over":2147483648,
+            "i64":-81985529216486896,"d":-1234.5678,"t":true,"f":false,"n":null,
+            "s":"\u00e9","a":[1,[-1]],"o":{"x":16909060}}"#,
+    );
+    let double = (-1234.5678f64)
+        .to_be_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>();
+    assert_same(
+        a.get("result").at(1),
+        &format!(
+            r#"{{"i32":"int32 fedcba98","max":"int32 7fffffff","min":"int32 80000000",
+                "over":"int64 0000000080000000","i64":"int64 fedcba9876543210",
+                "d":"double {double}","t":"bool 01","f":"bool 00","n":"unspec ",
+                "s":"string c3a900","a":["int32 00000001",["int32 ffffffff"]],
+                "o":{{"x":"int32 01020304"}},"ubus_rpc_session":"string {}00"}}"#,
+            ADMIN
+                .bytes()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        ),
+    );
+    // blobmsg to JSON: every type, from the bus's bytes.
+    let a = call(&s, ADMIN, "test", "types", "{}");
+    let v = a.get("result").at(1);
+    assert_eq!(v.get("int8"), &Json::Bool(true));
+    assert_eq!(v.get("false"), &Json::Bool(false));
+    assert_eq!(v.get("int16").i64(), Some(-12345));
+    assert_eq!(v.get("int32").i64(), Some(-19088744));
+    assert_eq!(v.get("int64").i64(), Some(-81985529216486896));
+    assert_eq!(v.get("int64_small").i64(), Some(7));
+    assert_eq!(v.get("uint_like").i64(), Some(0x01020304));
+    let d = v.get("double").f64().unwrap_or(0.0);
+    assert!((d + 1234.5678).abs() < 1e-6, "{d}");
+    assert_eq!(
+        v.get("string").str(),
+        Some("tab\there \"quoted\" back\\slash\nnew line \u{1} caf\u{e9} \u{1f600}")
+    );
+    assert_same(
+        v.get("table"),
+        r#"{"array":[1,"two",{"three":3},[4]],"empty_table":{},"empty_array":[]}"#,
+    );
+    assert!(v.has("null") && v.get("null") == &Json::Null, "{v:?}");
+    // And back: what the endpoint sends, ubus returns, the endpoint writes.
+    let args = r#"{"i32":-19088744,"i64":-81985529216486896,"u":4294967295,"d":-1234.5678,
+        "s":"tab\t \"q\" \\ \/ \u00e9 \ud83d\ude00 \u0001","b":[true,false,null],
+        "nested":{"a":[1,[2,{"b":{}}]],"e":[]}}"#;
+    let a = call(&s, ADMIN, "test", "echo", args);
+    let mut want = j(args);
+    if let Json::Obj(m) = &mut want {
+        m.push(("ubus_rpc_session".into(), Json::Str(ADMIN.into())));
+    }
+    assert!(a.get("result").at(1).same(&want), "{a:?}");
+}
+
+#[test]
+fn curl_makes_calls_on_one_kept_alive_connection() {
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-curl");
+        let bus = UbusStandin::start(&dir);
+        let s = ubus_server(t, &dir, &bus, "");
+        let body = dir.write("body.json", call_body(1, ADMIN, "system", "board", "{}"));
+        let url = s.url("/ubus");
+        let mut cmd = std::process::Command::new("curl");
+        cmd.args([
+            "-sS",
+            "--max-time",
+            "20",
+            "-H",
+            "Content-Type: application/json",
+        ]);
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &s.tls {
+            cmd.arg("--cacert").arg(&tls.ca);
+        }
+        let data = format!("@{}", body.display());
+        cmd.args([
+            "--data-binary",
+            &data,
+            "-w",
+            "\n@@ %{http_code} %{num_connects}\n",
+        ]);
+        cmd.args([&url, &url, &url]);
+        let out = cmd.output().expect("curl is installed");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (marks, bodies): (Vec<&str>, Vec<&str>) = text
+            .lines()
+            .filter(|l| !l.is_empty())
+            .partition(|l| l.starts_with("@@ "));
+        assert_eq!(
+            marks,
+            ["@@ 200 1", "@@ 200 0", "@@ 200 0"],
+            "{t:?}: one connection for the three: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(bodies.len(), 3, "{text}");
+        for b in bodies {
+            assert_eq!(
+                j(b).get("result").at(1).get("hostname").str(),
+                Some("standin"),
+                "{b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_stand_in_passes_its_own_checks() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ubus/standin.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .arg("--self-test")
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn calls_at_once_on_one_worker_each_get_their_own_answer() {
+    let dir = TempDir::new("ubus-many");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "workers 1\n");
+    let (tx, rx) = mpsc::channel();
+    // Slow ones answered in the reverse of their order, echoes between.
+    let slow = ["0.6", "0.4", "0.2"];
+    for (i, secs) in slow.iter().enumerate() {
+        let body = call_body(
+            100 + i as u32,
+            ADMIN,
+            "test",
+            "slow",
+            &format!(r#"{{"seconds":{secs}}}"#),
+        );
+        post_in_thread(&s, "slow", body, &tx);
+    }
+    for n in 0..16u32 {
+        post_in_thread(
+            &s,
+            "echo",
+            call_body(n, ADMIN, "test", "echo", &format!(r#"{{"n":{n}}}"#)),
+            &tx,
+        );
+    }
+    let mut echoes = Vec::new();
+    let mut slept = Vec::new();
+    for _ in 0..slow.len() + 16 {
+        let (tag, text) = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        let a = j(&text);
+        if tag == "echo" {
+            // Its id and its argument agree: no answer went to another call.
+            assert_eq!(a.get("result").at(1).get("n"), a.get("id"), "{text}");
+            echoes.push(a.get("id").i64().unwrap_or(-1));
+        } else {
+            let id = a.get("id").i64().unwrap_or(0) as usize;
+            let got = a.get("result").at(1).get("slept").f64();
+            assert_eq!(
+                got,
+                slow.get(id.wrapping_sub(100)).and_then(|s| s.parse().ok()),
+                "{text}"
+            );
+            slept.push(id);
+        }
+    }
+    echoes.sort();
+    assert_eq!(echoes, (0..16).collect::<Vec<i64>>());
+    assert_eq!(slept.len(), 3);
+}
+
+#[test]
+fn an_event_stream_does_not_outlive_its_ubusd_silently() {
+    let dir = TempDir::new("ubus-sse-restart");
+    let mut bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    let bearer = format!("Authorization: Bearer {ADMIN}");
+    let mut events = EventStream::open(&s, "/ubus/subscribe/test.events", &[&bearer]);
+    assert_eq!(events.head.status, 200);
+    assert!(
+        bus.wait_line("subscribe test.events", WAIT),
+        "{}",
+        bus.log()
+    );
+    bus.restart();
+    // Either the stream ends (as uhttpd ends it when its subscription goes),
+    // so that the client subscribes again, or it carries on with the new
+    // ubusd's events; never open and deaf.
+    let ended =
+        |e: &mut EventStream| !e.wait_for("\u{0}never", Duration::from_millis(300)) && e.closed();
+    let mut delivered = false;
+    let done = wait_until(WAIT, || {
+        if ended(&mut events) {
+            return true;
+        }
+        let a = call(&s, ADMIN, "test.events", "emit", r#"{"event":"again"}"#);
+        if a.get("result").at(1).get("subscribers") == &j("1") {
+            delivered = events.wait_for("event: again\n", Duration::from_secs(5));
+            return delivered;
+        }
+        false
+    });
+    assert!(
+        done,
+        "the stream stayed open without events after ubusd restarted: {:?}\n{}",
+        events.text,
+        bus.log()
+    );
+    s.assert_healthy();
+}
