@@ -9,23 +9,25 @@
 # (PyPI: ziglang + cargo-zigbuild). `-C link-self-contained=no` is essential:
 # otherwise rustc looks for a self-contained crt1.o these targets do not ship.
 #
-# Usage: board/build-std.sh TARGET [--features tls] [--if-changed]
+# Usage: board/build-std.sh TARGET [--features tls|tls,ubus] [--if-changed]
 #                           [--no-install] [--print-key]
 #   --features tls  the HTTPS build; its binary is copied to marmoset-tls
 #                   beside marmoset, so both builds can be kept.
+#   --features tls,ubus  the HTTPS build with the ubus endpoint (OpenWrt's
+#                   marmoset-uhttpd), copied to marmoset-tls-ubus.
 #   --if-changed  skip the build when its inputs (rustc version, Cargo.lock,
 #                 Cargo.toml, .cargo/config.toml, src/, the patched crates,
 #                 the build scripts) are unchanged since the last successful
 #                 run for this target and features and its binary is still
 #                 there. The key of that run is kept in $MARMOSET_CI_CACHE
-#                 (default ~/.cache/marmoset-ci)/TARGET[-tls].key. Used by CI.
+#                 (default ~/.cache/marmoset-ci)/TARGET[-tls[-ubus]].key. Used by CI.
 #   --no-install  do not install missing tools (fail instead).
 #   --print-key   print the key of the current inputs and exit.
 # Honours CARGO_TARGET_DIR (default: target/). Prints the binary path last.
 set -eu
 
 usage() {
-	echo "usage: $0 TARGET [--features tls] [--if-changed] [--no-install] [--print-key]" >&2
+	echo "usage: $0 TARGET [--features tls|tls,ubus] [--if-changed] [--no-install] [--print-key]" >&2
 	exit 2
 }
 [ $# -ge 1 ] || usage
@@ -41,8 +43,8 @@ while [ $# -gt 0 ]; do
 	--no-install) install=0 ;;
 	--print-key) if_changed=2 ;;
 	--features)
-		if [ $# -lt 2 ] || [ "$2" != tls ]; then usage; fi
-		features=tls
+		[ $# -ge 2 ] || usage
+		case $2 in tls | tls,ubus) features=$2 ;; *) usage ;; esac
 		shift ;;
 	*) usage ;;
 	esac
@@ -61,8 +63,9 @@ mipsel-unknown-linux-musl) RUNNER=qemu-mipsel-static ZIG=mipsel-linux-musleabi o
 mips-unknown-linux-musl) RUNNER=qemu-mips-static ZIG=mips-linux-musleabi opt=s ;;
 *) echo "$0: $TARGET is not a build-std target here" >&2; exit 2 ;;
 esac
-name=$TARGET${features:+-$features}
-out=$TGT/$TARGET/release/marmoset${features:+-$features}
+suffix=$(echo "$features" | tr , -)
+name=$TARGET${suffix:+-$suffix}
+out=$TGT/$TARGET/release/marmoset${suffix:+-$suffix}
 
 key() {
 	{

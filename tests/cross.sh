@@ -1,7 +1,7 @@
 #!/bin/sh
 # Cross-built marmoset against the repo's integration tests.
 #
-# Usage: tests/cross.sh TARGET [--tls]
+# Usage: tests/cross.sh TARGET [--tls | --ubus]
 #   e.g. aarch64-unknown-linux-musl, armv7-unknown-linux-gnueabihf,
 #        armv7-unknown-linux-musleabihf, mipsel-unknown-linux-musl,
 #        mips-unknown-linux-musl, x86_64-unknown-linux-musl
@@ -13,16 +13,25 @@
 # compiled natively for this machine) against it: the harness in tests/
 # starts `$MARMOSET_RUNNER $MARMOSET_BIN ARGS...`. binfmt_misc is not
 # assumed: the runner is given explicitly. With --tls (build-std targets
-# only), also the `tls` build against tests/tls.rs.
+# only), also the `tls` build against tests/tls.rs; with --ubus, the
+# `tls,ubus` build (OpenWrt's marmoset-uhttpd) against tests/tls.rs and
+# tests/ubus.rs instead.
 # Honours CARGO_TARGET_DIR (default: target/). Last line: "N passed, M failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
-usage() { echo "usage: $0 TARGET [--tls]" >&2; exit 2; }
+usage() { echo "usage: $0 TARGET [--tls | --ubus]" >&2; exit 2; }
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage; fi
 TARGET=$1
-tls=0
-[ $# = 1 ] || { [ "$2" = --tls ] || usage; tls=1; }
+tls=0 features=""
+if [ $# = 2 ]; then
+	case $2 in
+	--tls) features=tls ;;
+	--ubus) features=tls,ubus ;;
+	*) usage ;;
+	esac
+	tls=1
+fi
 TGT=${CARGO_TARGET_DIR:-target}
 mkdir -p "$TGT"
 VERSION=$(sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -50,10 +59,10 @@ armv7-unknown-linux-musleabihf | mips-unknown-linux-musl | mipsel-unknown-linux-
 esac
 [ $tls = 0 ] || [ $build_std = 1 ] || usage
 
-# build_std [--features tls]: sets b to the binary's path, or to nothing on failure.
+# build_std [--features FEATURES]: sets b to the binary's path, or to nothing on failure.
 build_std() {
 	start=$(date +%s)
-	log=$TGT/cross-$TARGET${1:+-tls}.log
+	log=$TGT/cross-$TARGET${2:+-$(echo "$2" | tr , -)}.log
 	if b=$(board/build-std.sh "$TARGET" "$@" --if-changed 2>"$log"); then
 		b=$(readlink -f "$b")
 		ok "build $TARGET $* ($(($(date +%s) - start)) s): $(stat -c %s "$b") bytes"
@@ -105,14 +114,16 @@ else
 fi
 
 if [ $tls = 1 ]; then
-	build_std --features tls
+	build_std --features "$features"
 	[ -n "$b" ] || finish
 	TLS_BIN=$b
-	echo "TLS tests against $TLS_BIN (runner: $RUNNER)"
-	if MARMOSET_BIN=$TLS_BIN MARMOSET_RUNNER=$RUNNER cargo test --locked --no-fail-fast --features tls --test tls; then
-		ok "cargo test --features tls --test tls with MARMOSET_BIN=$TARGET tls binary"
+	set -- --test tls
+	[ "$features" = tls ] || set -- "$@" --test ubus
+	echo "$* against the $features build $TLS_BIN (runner: $RUNNER)"
+	if MARMOSET_BIN=$TLS_BIN MARMOSET_RUNNER=$RUNNER cargo test --locked --no-fail-fast --features "$features" "$@"; then
+		ok "cargo test --features $features $* with MARMOSET_BIN=$TARGET $features binary"
 	else
-		bad "cargo test --features tls --test tls with MARMOSET_BIN=$TARGET tls binary"
+		bad "cargo test --features $features $* with MARMOSET_BIN=$TARGET $features binary"
 	fi
 fi
 finish

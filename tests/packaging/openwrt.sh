@@ -150,6 +150,12 @@ x86 legacy i386_pentium-mmx n
 x86 geode i386_pentium-mmx n
 END
 
+# The features each build variant hands cargo (rust-package.mk's --features).
+for v in tls:tls uhttpd:tls,ubus; do
+	f=$(make -s -C package/feeds/marmoset/marmoset TOPDIR="$OW" BUILD_VARIANT="${v%%:*}" val.RUST_PKG_FEATURES 2>/dev/null)
+	check "variant ${v%%:*}: cargo --features ${v#*:}" same "$f" "${v#*:}"
+done
+
 # glibc: crypt(3) is in libcrypt-compat there.
 if defconfig ramips mt7621 CONFIG_DEVEL=y CONFIG_TOOLCHAINOPTS=y CONFIG_LIBC_USE_GLIBC=y &&
 	cfg CONFIG_LIBC_USE_GLIBC=y; then

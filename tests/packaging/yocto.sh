@@ -316,6 +316,25 @@ else
 	grep -E '^(ERROR|WARNING)' "$E" "$TMP/err-qemumips" | head -n 20
 fi
 
+# The same machine with musl (OpenWrt's C library on such routers): rustix
+# must be told that the C library's time_t is 32-bit there (the recipe's
+# RUSTFLAGS), or the event loop's timers never fire.
+BD=$WORK/build-qemumips-musl
+as_user mkdir -p "$BD/conf"
+as_user sh -c "sed 's|build-qemumips/|build-qemumips-musl/|' '$WORK/build-qemumips/conf/local.conf' >'$BD/conf/local.conf'; echo 'TCLIBC = \"musl\"' >>'$BD/conf/local.conf'"
+as_user cp "$WORK/build-sysvinit/conf/bblayers.conf" "$BD/conf/bblayers.conf"
+E=$TMP/env-qemumips-musl
+t0=$(date +%s)
+if bb "$BD" -e marmoset >"$E" 2>"$TMP/err-qemumips-musl"; then
+	ok "[qemumips musl] bitbake -e marmoset ($(($(date +%s) - t0)) s)"
+	check "[qemumips musl] RUST_TARGET_SYS $(var RUST_TARGET_SYS)" \
+		same "$(var RUST_TARGET_SYS | sed 's/-.*-/-/')" "mips-linux-musl"
+	check "[qemumips musl] RUSTFLAGS has --cfg fix_y2038" contains " $(var RUSTFLAGS) " "--cfg fix_y2038"
+else
+	bad "[qemumips musl] bitbake -e marmoset"
+	grep -E '^(ERROR|WARNING)' "$E" "$TMP/err-qemumips-musl" | head -n 20
+fi
+
 # --- 3. cargo build as cargo.bbclass runs it, for aarch64 (musl): the
 # recipe as the sysvinit configuration expands it (no PACKAGECONFIG) and as
 # the systemd one does (PACKAGECONFIG tls), each in a WORKDIR of its own,
