@@ -600,6 +600,54 @@ fn a_script_that_hangs_after_reading_its_body_gets_504() {
     s.assert_healthy();
 }
 
+/// A script that takes none of a large body (its stdin pipe full) is
+/// timed out as well: the upload cannot hold its slot past `cgi-timeout`.
+#[test]
+fn a_script_that_takes_none_of_its_body_is_killed_and_frees_its_slot() {
+    let size = 4 << 20;
+    let s = start(&[
+        "--cgi-timeout",
+        "1",
+        "--cgi-max",
+        "1",
+        "--cgi-max-body",
+        &size.to_string(),
+    ]);
+    let mut c = s.connect();
+    c.write_all(
+        format!("POST /cgi-bin/hang HTTP/1.1\r\nHost: t\r\nContent-Length: {size}\r\n\r\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    // Far more than the pipe and the socket buffers hold: the writes
+    // block until the server gives up on the script and closes.
+    let writer = std::thread::spawn(move || {
+        let _ = c.write_all(&vec![b'h'; size]);
+        c
+    });
+    assert!(
+        s.wait_log("cgi-bin/hang: no answer within 1s", Duration::from_secs(10)),
+        "{}",
+        s.log_text()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || processes_with("sleep 30417")
+            .is_empty()
+            && processes_with("sleep 30418").is_empty()),
+        "the script's children were killed"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || s
+            .get("/cgi-bin/sized", &[])
+            .status
+            == 200),
+        "the slot is free: {}",
+        s.log_text()
+    );
+    drop(writer.join());
+    s.assert_healthy();
+}
+
 #[test]
 fn a_client_leaving_mid_output_kills_the_script() {
     let s = start(&[]);

@@ -95,3 +95,20 @@ impl Settings {
             .map(|(_, p)| p.as_path())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_body_rate_is_a_count_or_off() {
+        let mut s = Settings::default();
+        assert_eq!(s.body_rate, Some(DEFAULT_BODY_RATE));
+        assert!(s.apply("cgi-body-rate", "512").unwrap());
+        assert_eq!(s.body_rate, Some(512));
+        assert!(s.apply("cgi-body-rate", "off").unwrap());
+        assert_eq!(s.body_rate, None);
+        assert!(s.apply("cgi-body-rate", "0").is_err());
+        assert!(s.apply("cgi-body-rate", "fast").is_err());
+    }
+}
