@@ -80,8 +80,10 @@ enum Fed {
 
 /// What ends an exchange before the script's answer does.
 enum Stop {
-    /// `cgi-timeout`: 504.
+    /// `cgi-timeout` after the body: 504.
     Timeout,
+    /// `cgi-timeout` with the script taking none of its body: 504.
+    Stalled,
     /// The client did not send its body: 408.
     Client,
 }
@@ -134,7 +136,7 @@ impl Exchange<'_> {
                     Stop::Timeout
                 }
                 Fed::ClientStopped => Stop::Client,
-                Fed::ScriptStalled => Stop::Timeout,
+                Fed::ScriptStalled => Stop::Stalled,
             }
         };
         let mut stop = pin!(stop);
@@ -173,6 +175,13 @@ impl Exchange<'_> {
             Err(Stop::Timeout) => {
                 log::warn!(
                     "cgi {name}: no answer within {}s; killed",
+                    self.timeout.as_secs()
+                );
+                Status::GatewayTimeout
+            }
+            Err(Stop::Stalled) => {
+                log::warn!(
+                    "cgi {name}: took none of its body for {}s; killed",
                     self.timeout.as_secs()
                 );
                 Status::GatewayTimeout
