@@ -221,12 +221,13 @@ pub const PROXY_IDLE_FOR: Duration = Duration::from_secs(4);
 pub const PROXY_CHUNK: usize = 16 * 1024;
 /// Header fields in a backend's answer head; past it: 502.
 pub const MAX_ANSWER_FIELDS: usize = 64;
-/// Proxy: the least average pace of a request body, in bytes per second
-/// the server waits on the client (`proxy-body-rate`). 1 KiB/s is 8
-/// kbit/s, a fifth of a GPRS uplink (about 40 kbit/s), the slowest link a
-/// device is commonly managed over: a 16 MiB firmware image at exactly
-/// this pace takes 4.5 hours and still passes, while a body trickled at a
-/// byte every few seconds is cut once the grace (`header-timeout`) is spent.
+/// CGI and proxy: the least average pace of a request body, in bytes per
+/// second the server waits on the client (`cgi-body-rate`,
+/// `proxy-body-rate`). 1 KiB/s is 8 kbit/s, a fifth of a GPRS uplink
+/// (about 40 kbit/s), the slowest link a device is commonly managed over:
+/// a 16 MiB firmware image at exactly this pace takes 4.5 hours and
+/// still passes, while a body trickled at a byte every few seconds is cut
+/// once the grace (`header-timeout`) is spent.
 pub const DEFAULT_BODY_RATE: u64 = 1024;
 /// Proxy: a client that closed its side while its request waits for the
 /// answer head keeps the backend connection this much longer, not

@@ -72,6 +72,22 @@ fn cgi_root() -> TempDir {
         "forever",
         "printf 'Content-Type: text/plain\\n\\n'; while :; do echo marmoset-forever-output; done\n",
     );
+    script(
+        &root,
+        "count",
+        // The whole body first: its head tells the client it was all read.
+        "n=$(wc -c | tr -d ' '); printf 'Content-Type: text/plain\\n\\n%s\\n' \"$n\"\n",
+    );
+    script(
+        &root,
+        "readhang",
+        "cat >/dev/null; sleep 30419; printf 'Content-Type: text/plain\\n\\nnever'\n",
+    );
+    script(
+        &root,
+        "ignore",
+        "sleep 30420 & sleep 30421; printf 'Content-Type: text/plain\\n\\nnever'\n",
+    );
     root.write("cgi-bin/plain.txt", "not executable");
     root.write(
         "cgi-bin/hello.sh",
@@ -184,13 +200,7 @@ fn post_bodies_reach_stdin() {
 #[test]
 fn a_64_mib_upload_streams_to_the_script_with_memory_flat() {
     const SIZE: usize = 64 << 20;
-    let root = cgi_root();
-    script(
-        &root,
-        "count",
-        "printf 'Content-Type: text/plain\\n\\n'; wc -c | tr -d ' '\n",
-    );
-    let s = Server::start_in(root, &["--cgi-max-body", &SIZE.to_string()]);
+    let s = Server::start_in(cgi_root(), &["--cgi-max-body", &SIZE.to_string()]);
     let grew = rss_growth_during_upload(&s, "/cgi-bin/count", SIZE, &format!("{SIZE}\n"));
     // The body goes through one buffer to the script's stdin; 2 MiB leaves
     // room for the allocator's own growth, far below the 64 MiB.
@@ -486,6 +496,163 @@ fn a_hung_script_is_killed_with_its_children_and_gets_504() {
         wait_until(Duration::from_secs(5), || zombies_under(s.pid()) == 0),
         "no zombies"
     );
+    s.assert_healthy();
+}
+
+/// `cgi-timeout` is the script's time once it has its input: an upload
+/// that takes longer than that on a slow link is not cut while it keeps
+/// its pace.
+#[test]
+fn an_upload_longer_than_the_script_timeout_reaches_the_script_whole() {
+    const PIECE: usize = 75_000;
+    const PIECES: usize = 40;
+    let s = start(&["--cgi-timeout", "2", "--cgi-max-body", "4000000"]);
+    let mut c = s.connect();
+    let head = format!(
+        "POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+        PIECE * PIECES
+    );
+    c.write_all(head.as_bytes()).unwrap();
+    // 3 MB in 40 pieces, one each 100 ms: over 4 s, at 750 kB/s.
+    let mut sent = 0;
+    for _ in 0..PIECES {
+        if c.write_all(&[b'f'; PIECE]).is_err() {
+            break;
+        }
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let r = read_response(&mut c, false);
+    let got = r.as_ref().map(|r| (r.status, r.text()));
+    assert_eq!(
+        got,
+        Some((200, format!("{}\n", PIECE * PIECES))),
+        "{sent} pieces sent; {}",
+        s.log_text()
+    );
+    s.assert_healthy();
+}
+
+/// A body trickled below the least pace cannot hold a script slot for
+/// `cgi-timeout`: 408 after the grace, the script killed, the slot free.
+#[test]
+fn a_body_trickled_below_the_pace_gets_408_and_frees_the_script_slot() {
+    let s = start(&[
+        "--header-timeout",
+        "2",
+        "--cgi-max",
+        "1",
+        "--cgi-timeout",
+        "60",
+    ]);
+    let mut c = s.connect();
+    c.write_all(b"POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
+        .unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut first = [0u8; 12];
+    let mut answered = false;
+    // A byte a second, each well within the head timeout.
+    for _ in 0..20 {
+        let _ = c.write_all(b"x");
+        if c.read_exact(&mut first).is_ok() {
+            answered = true;
+            break;
+        }
+    }
+    assert!(answered, "a byte a second went on: {}", s.log_text());
+    assert_eq!(&first, b"HTTP/1.1 408");
+    assert!(
+        wait_until(Duration::from_secs(10), || processes_with(&format!(
+            "{}/cgi-bin/count",
+            s.root.path().display()
+        ))
+        .is_empty()),
+        "the script was killed"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || s
+            .get("/cgi-bin/sized", &[])
+            .status
+            == 200),
+        "another client's script is answered: {}",
+        s.log_text()
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || zombies_under(s.pid()) == 0),
+        "no zombies"
+    );
+    s.assert_healthy();
+}
+
+/// Once the script has its whole body, `cgi-timeout` runs: a script that
+/// reads it and hangs is killed with a 504.
+#[test]
+fn a_script_that_hangs_after_reading_its_body_gets_504() {
+    let s = start(&["--cgi-timeout", "1"]);
+    let file = s.root.write("body.bin", "b".repeat(200_000));
+    let (code, _, _) = curl(&[
+        "--data-binary",
+        &format!("@{}", file.display()),
+        &s.url("/cgi-bin/readhang"),
+    ]);
+    assert_eq!(code, 504);
+    assert!(
+        wait_until(Duration::from_secs(10), || processes_with("sleep 30419")
+            .is_empty()),
+        "the script was killed"
+    );
+    s.assert_healthy();
+}
+
+/// A script that takes none of a large body (its stdin pipe full) is
+/// timed out as well: the upload cannot hold its slot past `cgi-timeout`.
+#[test]
+fn a_script_that_takes_none_of_its_body_is_killed_and_frees_its_slot() {
+    let size = 4 << 20;
+    let s = start(&[
+        "--cgi-timeout",
+        "1",
+        "--cgi-max",
+        "1",
+        "--cgi-max-body",
+        &size.to_string(),
+    ]);
+    let mut c = s.connect();
+    c.write_all(
+        format!("POST /cgi-bin/ignore HTTP/1.1\r\nHost: t\r\nContent-Length: {size}\r\n\r\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    // Far more than the pipe and the socket buffers hold: the writes
+    // block until the server gives up on the script and closes.
+    let writer = std::thread::spawn(move || {
+        let _ = c.write_all(&vec![b'h'; size]);
+        c
+    });
+    assert!(
+        s.wait_log(
+            "cgi-bin/ignore: took none of its body for 1s",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        s.log_text()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || processes_with("sleep 30420")
+            .is_empty()
+            && processes_with("sleep 30421").is_empty()),
+        "the script's children were killed"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || s
+            .get("/cgi-bin/sized", &[])
+            .status
+            == 200),
+        "the slot is free: {}",
+        s.log_text()
+    );
+    drop(writer.join());
     s.assert_healthy();
 }
 

@@ -3,7 +3,9 @@
 //! registered with async-io, so a slow or hung script never holds up other
 //! clients. What happens to the connection afterwards is the caller's.
 
+use std::cell::Cell;
 use std::fs::File;
+use std::pin::pin;
 use std::time::{Duration, Instant};
 
 use async_io::{Async, Timer};
@@ -22,6 +24,7 @@ use crate::http::status::Status;
 use crate::limits::{HEAD_BUF, PIPE_CHUNK, REAP_BACKSTOP, STDERR_LINE};
 use crate::net::buffers::Pool;
 use crate::net::notify::Notify;
+use crate::net::pace::Pace;
 use crate::net::sock::{End, Sock};
 
 /// The request body for the script: bytes already read and what is still
@@ -39,7 +42,12 @@ pub struct Exchange<'a> {
     pub clock: &'a Clock,
     /// Woken by SIGCHLD.
     pub child_exited: &'a Notify,
+    /// The script's time once it has its whole body, and its time to
+    /// take each piece of it.
     pub timeout: Duration,
+    /// The least pace of the request body and its grace (`header-timeout`).
+    pub body_rate: Option<u64>,
+    pub client_wait: Duration,
     pub version: Version,
     /// The client's request allows keep-alive.
     pub keep_alive: bool,
@@ -60,6 +68,27 @@ pub enum Answer {
     /// The script asked for a local redirect (`Location: /path`).
     LocalRedirect(String),
 }
+
+/// How feeding the request body ended.
+enum Fed {
+    Whole,
+    /// Fell below the least pace, or left.
+    ClientStopped,
+    /// The script took none of its input for `cgi-timeout`.
+    ScriptStalled,
+}
+
+/// What ends an exchange before the script's answer does.
+enum Stop {
+    /// `cgi-timeout` after the body: 504.
+    Timeout,
+    /// `cgi-timeout` with the script taking none of its body: 504.
+    Stalled,
+    /// The client did not send its body: 408.
+    Client,
+}
+
+struct Stalled;
 
 /// How an exchange ended.
 pub struct Outcome {
@@ -84,7 +113,6 @@ impl Exchange<'_> {
                 });
             }
         };
-        let deadline = Instant::now() + self.timeout;
         let Spawned {
             pid,
             stdin,
@@ -92,38 +120,84 @@ impl Exchange<'_> {
             stderr,
         } = child;
         let mut sent_head = false;
+        // Set once the answer went out with the body still coming.
+        let draining = Cell::new(false);
+        let pace = Pace::new(self.body_rate, self.client_wait);
+        // The body, then the script's own time: `cgi-timeout` runs from
+        // the end of its input, so a slow upload is the pace's to judge.
+        let fed = Cell::new(false);
+        let stop = async {
+            match self.feed_stdin(stdin, body, &pace).await {
+                Fed::Whole => {
+                    fed.set(true);
+                    if !draining.get() {
+                        Timer::after(self.timeout).await;
+                    }
+                    Stop::Timeout
+                }
+                Fed::ClientStopped => Stop::Client,
+                Fed::ScriptStalled => Stop::Stalled,
+            }
+        };
+        let mut stop = pin!(stop);
         let exchange = async {
-            let feed = self.feed_stdin(stdin, body, deadline);
             let log = log_stderr(stderr, name);
             let answer = self.read_answer(stdout, name, &mut sent_head);
-            let ((fed, ()), answered) = future::zip(future::zip(feed, log), answer).await;
-            (fed, answered)
+            future::zip(log, answer).await.1
         };
-        let timed = future::or(async { Some(exchange.await) }, async {
-            Timer::at(deadline).await;
-            None
+        let timed = future::or(async { Ok(exchange.await) }, async {
+            Err((&mut stop).await)
         })
         .await;
+        // Answered before its body was all read: the script is done with
+        // it, and the rest is drained so the connection can carry another
+        // request.
+        let timed = match timed {
+            Ok(Ok(answer)) if !fed.get() => {
+                self.reap(pid).await;
+                draining.set(true);
+                let _ = stop.await;
+                return Ok(Outcome {
+                    answer,
+                    body_read: fed.get(),
+                });
+            }
+            other => other,
+        };
         self.reap(pid).await;
-        match timed {
-            Some((body_read, answered)) => Ok(Outcome {
-                answer: answered?,
-                body_read,
-            }),
-            None => {
+        let status = match timed {
+            Ok(answer) => {
+                return Ok(Outcome {
+                    answer: answer?,
+                    body_read: fed.get(),
+                });
+            }
+            Err(Stop::Timeout) => {
                 log::warn!(
                     "cgi {name}: no answer within {}s; killed",
                     self.timeout.as_secs()
                 );
-                if sent_head {
-                    return Err(End::Timeout);
-                }
-                Ok(Outcome {
-                    answer: Answer::Failed(Status::GatewayTimeout),
-                    body_read: false,
-                })
+                Status::GatewayTimeout
             }
+            Err(Stop::Stalled) => {
+                log::warn!(
+                    "cgi {name}: took none of its body for {}s; killed",
+                    self.timeout.as_secs()
+                );
+                Status::GatewayTimeout
+            }
+            Err(Stop::Client) => {
+                log::info!("cgi {name}: the client stopped sending its body; killed");
+                Status::RequestTimeout
+            }
+        };
+        if sent_head {
+            return Err(End::Timeout);
         }
+        Ok(Outcome {
+            answer: Answer::Failed(status),
+            body_read: false,
+        })
     }
 
     /// Kills the script's process group (whatever is left of it) and waits
@@ -143,33 +217,52 @@ impl Exchange<'_> {
         }
     }
 
-    /// Writes the request body to the script; false if the body could not
-    /// all be taken off the socket.
-    async fn feed_stdin(&self, stdin: File, body: ScriptInput, deadline: Instant) -> bool {
+    /// Writes the request body to the script: each wait on the client
+    /// bounded by `pace`, each wait on the script by `cgi-timeout`.
+    async fn feed_stdin(&self, stdin: File, body: ScriptInput, pace: &Pace) -> Fed {
         let mut pipe = Async::new(stdin).ok();
-        if let Some(p) = pipe.as_mut() {
-            if p.write_all(&body.buffered).await.is_err() {
-                pipe = None;
-            }
+        if self.give(&mut pipe, &body.buffered).await.is_err() {
+            return Fed::ScriptStalled;
         }
         let mut left = body.on_socket;
         let mut chunk = vec![0u8; if left > 0 { PIPE_CHUNK } else { 0 }];
         while left > 0 {
             let want = left.min(chunk.len() as u64) as usize;
-            let n = match self.sock.read_some(&mut chunk[..want], deadline).await {
-                Ok(0) | Err(_) => return false,
+            let from = Instant::now();
+            let n = match self.sock.read_some(&mut chunk[..want], pace.until()).await {
+                Ok(0) | Err(_) => return Fed::ClientStopped,
                 Ok(n) => n,
             };
+            pace.waited(from, n);
             left -= n as u64;
-            // A script that stops reading still gets the rest of the body drained.
-            if let Some(p) = pipe.as_mut() {
-                if p.write_all(&chunk[..n]).await.is_err() {
-                    pipe = None;
-                }
+            if self.give(&mut pipe, &chunk[..n]).await.is_err() {
+                return Fed::ScriptStalled;
             }
         }
         // Dropping the pipe closes stdin: the script sees end of input.
-        true
+        Fed::Whole
+    }
+
+    /// Writes to the script's stdin. A script that closed it gets no more
+    /// (the rest of the body is drained); one that takes nothing for
+    /// `cgi-timeout` has stalled.
+    async fn give(&self, pipe: &mut Option<Async<File>>, bytes: &[u8]) -> Result<(), Stalled> {
+        let Some(p) = pipe.as_mut() else {
+            return Ok(());
+        };
+        let write = async { Some(p.write_all(bytes).await.is_ok()) };
+        let stalled = async {
+            Timer::after(self.timeout).await;
+            None
+        };
+        match future::or(write, stalled).await {
+            Some(true) => Ok(()),
+            Some(false) => {
+                *pipe = None;
+                Ok(())
+            }
+            None => Err(Stalled),
+        }
     }
 
     /// Reads the script's output: parses its head, then streams the body.

@@ -117,9 +117,12 @@ Per-path rules (PATTERN: `*` wildcard; with a `/` the whole path; `@hashed`):
 CGI:
   --cgi-prefix /PREFIX/        where scripts live; repeatable; `off` (default /cgi-bin/)
   --cgi-interpreter .EXT PATH  interpreter by extension (default .sh /bin/sh)
-  --cgi-timeout S              script timeout, 504 after (default 30)
+  --cgi-timeout S              script's run once it has its request body,
+                               504 after (default 30)
   --cgi-max N                  scripts at once, 503 beyond (default 8)
   --cgi-max-body BYTES         request body limit, 413 beyond (default 1048576)
+  --cgi-body-rate BYTES        least request body pace per second after
+                               --header-timeout, 408 below (default 1024; off)
 
 Reverse proxy:
   --proxy PREFIX BACKEND       BACKEND unix:/path or http://IP:PORT; repeatable

@@ -237,6 +237,7 @@ pub const KEYS: &[&str] = &[
     "cgi-timeout",
     "cgi-max",
     "cgi-max-body",
+    "cgi-body-rate",
     "proxy",
     "proxy-timeout",
     "proxy-max",

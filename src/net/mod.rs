@@ -10,6 +10,7 @@ pub(crate) mod input;
 #[cfg(feature = "tls")]
 pub(crate) mod ktls;
 pub(crate) mod notify;
+pub(crate) mod pace;
 pub(crate) mod slots;
 pub(crate) mod sock;
 #[cfg(feature = "tls")]

@@ -7,7 +7,6 @@ pub mod answer;
 pub(crate) mod backend;
 pub(crate) mod exchange;
 pub(crate) mod outgoing;
-pub(crate) mod pace;
 pub(crate) mod pool;
 pub(crate) mod relay;
 pub(crate) mod settings;

@@ -11,10 +11,10 @@ use crate::http::request::BodyKind;
 use crate::limits::PROXY_CHUNK;
 use crate::net::deadline::Deadlines;
 use crate::net::input::Input;
+use crate::net::pace::Pace;
 use crate::net::sock::{End, Sock};
 use crate::proxy::answer::Framing;
 use crate::proxy::backend::{Failed, Stream};
-use crate::proxy::pace::Pace;
 
 /// Why a request body did not all reach the backend.
 #[derive(Debug)]

@@ -611,6 +611,8 @@ impl Conn {
             clock: &self.w.clock,
             child_exited: &self.w.child_exited,
             timeout: self.w.config.cgi.timeout,
+            body_rate: self.w.config.cgi.body_rate,
+            client_wait: self.w.config.header_timeout,
             version: reply.version,
             keep_alive: reply.keep_alive,
             head_only: reply.head_only,

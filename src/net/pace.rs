@@ -1,7 +1,7 @@
 //! The least pace of a request body: after a grace, the client must have
 //! sent at least `rate` bytes for each second the server waited on it.
-//! Time spent waiting on the backend (a slow flash write) is not the
-//! client's and is not counted. Each single wait stays bounded by the
+//! Time spent waiting on where the body goes (a backend or a script
+//! writing slowly to flash) is not the client's and is not counted. Each single wait stays bounded by the
 //! client timeout as well.
 
 use std::cell::Cell;
