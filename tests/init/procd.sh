@@ -44,52 +44,9 @@ chmod 755 "$TMP"
 trap 'rm -rf "$TMP"' EXIT
 
 # The harness, sourced by a shell together with the init script.
-cat >"$TMP/harness.sh" <<'EOF_H'
-# --- /lib/functions.sh (UCI) stand-ins.
-_uci_unquote() { echo "$1" | sed "s/^'\(.*\)'\$/\1/; s/^\"\(.*\)\"\$/\1/"; }
-config_load() {
-	_sect=""
-	while read -r _kw _a _b || [ -n "$_kw" ]; do
-		_a=$(_uci_unquote "$_a")
-		_b=$(_uci_unquote "$_b")
-		case $_kw in
-		config) _sect=$_b ;;
-		option) eval "CONFIG_${_sect}_$_a=\$_b" ;;
-		list)
-			eval "_n=\$((\${CONFIG_${_sect}_${_a}_LENGTH:-0} + 1))"
-			eval "CONFIG_${_sect}_${_a}_LENGTH=\$_n; CONFIG_${_sect}_${_a}_ITEM$_n=\$_b"
-			eval "CONFIG_${_sect}_$_a=\"\${CONFIG_${_sect}_$_a:+\$CONFIG_${_sect}_$_a }\$_b\""
-			;;
-		esac
-	done <"$UCI_DIR/$1"
-	echo "config_load $*" >>"$REC"
-}
-config_get() {
-	case $# in
-	2|3) [ $# = 3 ] && [ -n "$3" ] || { eval "echo \"\${CONFIG_$1_$2-}\""; return; } ;;
-	esac
-	eval "$1=\${CONFIG_$2_$3:-\${4-}}"
-}
-config_get_bool() {
-	config_get _b "$2" "$3" "${4-}"
-	case $_b in
-	1|on|true|yes|enabled) _b=1 ;;
-	0|off|false|no|disabled) _b=0 ;;
-	*) _b=${4-} ;;
-	esac
-	eval "$1=\$_b"
-}
-config_list_foreach() {
-	_s=$1 _o=$2 _f=$3
-	shift 3
-	eval "_len=\${CONFIG_${_s}_${_o}_LENGTH:-0}"
-	_i=1
-	while [ "$_i" -le "$_len" ]; do
-		eval "_item=\$CONFIG_${_s}_${_o}_ITEM$_i"
-		"$_f" "$_item" "$@"
-		_i=$((_i + 1))
-	done
-}
+{
+	cat tests/init/uci-standin.sh
+	cat <<'EOF_H'
 # --- /lib/functions/procd.sh stand-ins. $CMD gets the command, one
 # argument a line; everything else goes to $REC.
 _instance=""
@@ -131,6 +88,7 @@ echo "START=$START STOP=$STOP USE_PROCD=$USE_PROCD" >>"$REC"
 start_service
 service_triggers
 EOF_H
+} >"$TMP/harness.sh"
 
 # run SHELL UCI_FILE: leaves $TMP/rec and $TMP/cmd
 run() {

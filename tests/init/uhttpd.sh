@@ -16,8 +16,9 @@
 #     functions.sh, uci.sh, procd.sh and jshn.sh in a chroot; only `ubus`
 #     (procd's end) is a stand-in recording the call. Skipped with a line
 #     otherwise.
-# Env: MARMOSET_BIN (a TLS build; default target/release-tls/release/marmoset,
-# built when missing); KEEP_TMP=1 keeps the work directory. Last line:
+# Env: MARMOSET_BIN (a TLS build; default the `tls,ubus` build that
+# marmoset-uhttpd ships, target/release-tls-ubus/release/marmoset, built
+# when missing); KEEP_TMP=1 keeps the work directory. Last line:
 # "N passed, M failed".
 # shellcheck disable=SC2016 # all_of evaluates its argument itself
 set -u
@@ -37,71 +38,17 @@ trap cleanup EXIT
 [ -z "${KEEP_TMP:-}" ] || trap - EXIT
 
 # The TLS release build, where tests/run.sh's release stage puts it.
-tdir=${CARGO_TARGET_DIR:-target}/release-tls
+tdir=${CARGO_TARGET_DIR:-target}/release-tls-ubus
 BIN=${MARMOSET_BIN:-$tdir/release/marmoset}
-if [ ! -x "$BIN" ]; then
-	CARGO_TARGET_DIR=$tdir cargo build --release --locked --features tls >&2 ||
-		bad "cargo build --release --features tls"
+if [ -z "${MARMOSET_BIN-}" ]; then
+	CARGO_TARGET_DIR=$tdir cargo build --release --locked --features tls,ubus >&2 ||
+		bad "cargo build --release --features tls,ubus"
 fi
 BIN=$(cd "$(dirname "$BIN")" && pwd -P)/$(basename "$BIN")
 
-cat >"$TMP/harness.sh" <<'EOF_H'
-# --- /lib/functions.sh stand-ins (see tests/init/procd.sh for the rules).
-_uq() { echo "$1" | sed "s/^'\(.*\)'\$/\1/; s/^\"\(.*\)\"\$/\1/"; }
-config_load() {
-	_sect="" _SECTIONS=""
-	while read -r _kw _a _b || [ -n "$_kw" ]; do
-		_a=$(_uq "$_a")
-		_b=$(_uq "$_b")
-		case $_kw in
-		config)
-			_sect=$_b
-			_SECTIONS="$_SECTIONS $_sect"
-			eval "CONFIG_${_sect}_TYPE=\$_a"
-			;;
-		option) eval "CONFIG_${_sect}_$_a=\$_b" ;;
-		list)
-			eval "_n=\$((\${CONFIG_${_sect}_${_a}_LENGTH:-0} + 1))"
-			eval "CONFIG_${_sect}_${_a}_LENGTH=\$_n; CONFIG_${_sect}_${_a}_ITEM$_n=\$_b"
-			eval "CONFIG_${_sect}_$_a=\"\${CONFIG_${_sect}_$_a:+\$CONFIG_${_sect}_$_a }\$_b\""
-			;;
-		esac
-	done <"$UCI_DIR/$1"
-}
-config_get() {
-	case $# in
-	2|3) [ $# = 3 ] && [ -n "$3" ] || { eval "echo \"\${CONFIG_$1_$2-}\""; return; } ;;
-	esac
-	eval "$1=\${CONFIG_$2_$3:-\${4-}}"
-}
-config_get_bool() {
-	config_get _b "$2" "$3" "${4-}"
-	case $_b in
-	1|on|true|yes|enabled) _b=1 ;;
-	0|off|false|no|disabled) _b=0 ;;
-	*) _b=${4-} ;;
-	esac
-	eval "$1=\$_b"
-}
-config_list_foreach() {
-	_s=$1 _o=$2 _f=$3
-	shift 3
-	eval "_len=\${CONFIG_${_s}_${_o}_LENGTH:-0}"
-	_i=1
-	while [ "$_i" -le "$_len" ]; do
-		eval "_item=\$CONFIG_${_s}_${_o}_ITEM$_i"
-		"$_f" "$_item" "$@"
-		_i=$((_i + 1))
-	done
-}
-config_foreach() { # FUNC TYPE ARGS...
-	_fn=$1 _ty=$2
-	shift 2
-	for _s in $_SECTIONS; do
-		eval "_t=\$CONFIG_${_s}_TYPE"
-		[ "$_t" = "$_ty" ] && "$_fn" "$_s" "$@"
-	done
-}
+{
+	cat tests/init/uci-standin.sh
+	cat <<'EOF_H'
 uci_get() { # PACKAGE SECTION OPTION: system hostname and dhcp domain only
 	case "$1 $3" in
 	"system hostname") echo "${UCI_HOSTNAME-}" ;;
@@ -131,6 +78,7 @@ PROG=$TEST_PROG CONFDIR=$TEST_CONFDIR PX5G_BIN=$TEST_PX5G OPENSSL_BIN=$TEST_OPEN
 start_service
 service_triggers
 EOF_H
+} >"$TMP/harness.sh"
 
 # run SHELL UCI-FILE: the init script's start; leaves $TMP/rec*, $TMP/conf/
 SH="sh"
@@ -209,7 +157,9 @@ openssl req -x509 -sha256 -outform der -nodes -days 397 -newkey ec \
 	-subj /C=ZZ/ST=Somewhere/L=Unknown/O=OpenWrt/CN=OpenWrt >/dev/null 2>&1
 
 ubus_ok=0
-"$BIN" --check-config --config /dev/null --ubus-cors off 2>&1 | grep -q 'unknown setting' || ubus_ok=1
+printf 'ubus-cors off\n' >"$TMP/probe.conf"
+"$BIN" --check-config --config "$TMP/probe.conf" 2>&1 | grep -q 'probe.conf:1:' || ubus_ok=1
+[ -n "${MARMOSET_BIN-}" ] || check "the tls,ubus build has the ubus endpoint" [ $ubus_ok = 1 ]
 port=$((30000 + $$ % 15000))
 P1=$port P2=$((port + 1))
 default_uci "$TMP/default.uci" "$P1" "$P2"
