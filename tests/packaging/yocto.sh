@@ -328,7 +328,7 @@ t0=$(date +%s)
 if bb "$BD" -e marmoset >"$E" 2>"$TMP/err-qemumips-musl"; then
 	ok "[qemumips musl] bitbake -e marmoset ($(($(date +%s) - t0)) s)"
 	check "[qemumips musl] RUST_TARGET_SYS $(var RUST_TARGET_SYS)" \
-		same "$(var RUST_TARGET_SYS | sed 's/-.*-/-/')" "mips-linux-musl"
+		same "$(var RUST_TARGET_SYS | sed 's/-.*-linux-/-linux-/')" "mips-linux-musl"
 	check "[qemumips musl] RUSTFLAGS has --cfg fix_y2038" contains " $(var RUSTFLAGS) " "--cfg fix_y2038"
 else
 	bad "[qemumips musl] bitbake -e marmoset"
