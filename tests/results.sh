@@ -13,3 +13,16 @@ check() {
 	if "$@"; then ok "$d"; else bad "$d"; return 1; fi
 }
 not() { ! "$@"; }
+# A TCP port free on 127.0.0.1 and ::1 now, chosen by the kernel (from its
+# ephemeral range, which it hands out in turn), for a server started next.
+free_port() {
+	python3 -c 'import socket
+for _ in range(50):
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+    b = socket.socket(socket.AF_INET6)
+    try:
+        b.bind(("::1", p))
+    except OSError:
+        continue
+    print(p); break'
+}

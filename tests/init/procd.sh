@@ -227,8 +227,8 @@ if [ -x "$BIN" ]; then
 	# syslog against the shared marmoset.conf (which says `syslog on`):
 	# '0' must bring the log back to stderr (procd's `stderr 1` -> logd),
 	# '1' must keep it off stderr.
-	port=$((30000 + $$ % 20000))
 	for v in 0 1; do
+		port=$(free_port)
 		uci "$TMP/sys.uci" "list listen '127.0.0.1:$port'" "option root '$TMP/www'" "option syslog '$v'"
 		run sh "$TMP/sys.uci"
 		IFS='
@@ -245,7 +245,6 @@ if [ -x "$BIN" ]; then
 		done
 		kill "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
-		port=$((port + 1))
 	done
 	check "syslog '0' with marmoset.conf's 'syslog on': the log is on stderr" \
 		grep -q 'started' "$TMP/stderr-0" || sed 's/^/     /' "$TMP/stderr-0"

@@ -160,8 +160,7 @@ ubus_ok=0
 printf 'ubus-cors off\n' >"$TMP/probe.conf"
 "$BIN" --check-config --config "$TMP/probe.conf" 2>&1 | grep -q 'probe.conf:1:' || ubus_ok=1
 [ -n "${MARMOSET_BIN-}" ] || check "the tls,ubus build has the ubus endpoint" [ $ubus_ok = 1 ]
-port=$((30000 + $$ % 15000))
-P1=$port P2=$((port + 1))
+P1=$(free_port) P2=$(free_port)
 default_uci "$TMP/default.uci" "$P1" "$P2"
 
 # The default file, line for line.
@@ -282,7 +281,7 @@ check "a value marmoset refuses: not started, the reason logged" \
 	all_of 'not grep -q ^open_instance "$TMP/rec" && logged max-connections'
 {
 	cat "$TMP/default.uci"
-	printf "\nconfig uhttpd second\n\tlist listen_http '127.0.0.1:%s'\n\toption home '%s'\n" $((port + 2)) "$TMP/www"
+	printf "\nconfig uhttpd second\n\tlist listen_http '127.0.0.1:%s'\n\toption home '%s'\n" "$(free_port)" "$TMP/www"
 } >"$TMP/v.uci"
 run sh "$TMP/v.uci"
 check "two uhttpd sections: two instances, two configs" \
@@ -335,7 +334,7 @@ check "CGI under cgi_prefix, as root's PATH has it" sh -c \
 check "rfc1918_filter: a foreign Host gets 421" [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: evil.example' "http://127.0.0.1:$P1/")" = 421 ]
 check "rfc1918_filter: OpenWrt.lan is served" [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: OpenWrt.lan' "http://127.0.0.1:$P1/")" = 200 ]
 stop
-P1=$((port + 3)) P2=$((port + 4))
+P1=$(free_port) P2=$(free_port)
 default_uci "$TMP/r.uci" "$P1" "$P2"
 sed -i "s/redirect_https\t0/redirect_https 1/" "$TMP/r.uci"
 serve "$TMP/r.uci"
@@ -385,7 +384,7 @@ else
 	cp "$OW/package/system/uci/files/lib/config/uci.sh" "$R/lib/config/"
 	cp "$ST/src/libubox/sh/jshn.sh" "$R/usr/share/libubox/"
 	cp init/uhttpd.init "$R/etc/init.d/uhttpd"
-	P1=$((port + 5)) P2=$((port + 6))
+	P1=$(free_port) P2=$(free_port)
 	default_uci "$R/etc/config/uhttpd" "$P1" "$P2"
 	sed -i "s|$TMP/www|/www|; s|$TMP/uhttpd|/etc/uhttpd|" "$R/etc/config/uhttpd"
 	cp "$TMP/uhttpd.crt" "$TMP/uhttpd.key" "$R/etc/"
