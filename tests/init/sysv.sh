@@ -45,11 +45,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
-		echo $((20000 + $$ % 20000))
-}
-
 # The shipped script, with only the defaults file redirected to a temp file.
 sed "s|/etc/default/\$DAEMON|$TMP/default|g" init/S50marmoset >"$TMP/S50marmoset"
 check "defaults path redirected in the test copy" grep -q "$TMP/default" "$TMP/S50marmoset"

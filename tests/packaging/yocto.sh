@@ -502,7 +502,7 @@ serve() {
 	[ "$_got" = "$_want" ] || { sed 's/^/     /' "$_log" | head -n 5; return 1; }
 }
 
-port=$((20000 + $$ % 20000))
+port=$(free_port)
 mkdir -p "$TMP/www"
 echo "marmoset on aarch64" >"$TMP/www/index.html"
 : >"$TMP/empty.conf"
@@ -530,7 +530,7 @@ if oe_build tls; then
 	h=$TMP/https
 	mkdir -p "$h/www"
 	echo "marmoset over HTTPS on aarch64" >"$h/www/index.html"
-	port=$((port + 1))
+	port=$(free_port)
 	printf '%s\n' "listen 127.0.0.1:$port tls" "tls-cert $h/cert.pem" "tls-key $h/key.pem" \
 		"tls-self-signed on" "root $h/www" >"$h/marmoset.conf"
 	check "[tls] marmoset --check-config accepts the TLS settings" \
