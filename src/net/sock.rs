@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_io::Async;
 
+use crate::limits::LINGER_BYTES;
 use crate::net::deadline::{Deadlines, within};
 #[cfg(feature = "tls")]
 use crate::net::ktls;
@@ -75,6 +76,22 @@ pub struct Kernel {
 }
 
 impl Sock {
+    /// Drops, without waiting, what the client sent and was not read, then
+    /// stops sending: closed now, the connection ends with a FIN, not a
+    /// reset. For a connection closed to make room at the connection
+    /// limit, whose client did nothing wrong.
+    pub fn discard_unread(&self) {
+        let mut scratch = [0u8; 2048];
+        let mut budget = LINGER_BYTES;
+        while budget > 0 {
+            match (&mut self.stream.get_ref()).read(&mut scratch) {
+                Ok(n) if n > 0 => budget = budget.saturating_sub(n),
+                _ => break,
+            }
+        }
+        let _ = self.stream.get_ref().shutdown(std::net::Shutdown::Write);
+    }
+
     pub async fn send_all(&self, mut bytes: &[u8]) -> Result<(), End> {
         #[cfg(feature = "tls")]
         if let Records::User { tls, .. } = &self.records {

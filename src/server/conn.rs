@@ -185,6 +185,7 @@ impl Conn {
             let (sock, waiting) = (&self.sock, &self.waiting);
             future::or(async { Some(sock.handshake(first).await) }, async {
                 reclaimed(waiting).await;
+                sock.discard_unread();
                 None
             })
             .await
@@ -300,6 +301,7 @@ impl Conn {
         let (input, sock, waiting) = (&mut self.input, &self.sock, &self.waiting);
         future::or(input.read_more(sock, deadline), async {
             reclaimed(waiting).await;
+            sock.discard_unread();
             Err(End::Closed)
         })
         .await
@@ -842,6 +844,7 @@ impl Conn {
         // has waited longest to close, to make room.
         let evicted = async {
             reclaimed(&self.waiting).await;
+            self.sock.discard_unread();
             false
         };
         future::or(readable, future::or(stopped, evicted)).await
