@@ -115,6 +115,12 @@ stage_packaging() {
 	return $rc
 }
 
+# The ubus endpoint answer for answer against uhttpd's, on a real ubusd and rpcd with LuCI's plugins
+# (tests/luci/compare.sh; skips unless OPENWRT_STACK_DIR names a stack built for this machine).
+stage_luci() {
+	tests/luci/compare.sh
+}
+
 stage_browser() {
 	MARMOSET_BIN=${CARGO_TARGET_DIR:-target}/release/marmoset tests/browser/run.sh
 }
@@ -212,7 +218,7 @@ stage_bench() {
 	BENCH_SMOKE=1 bench/run.sh
 }
 
-stages=(lint layers unit ui release init packaging browser build_std cross size reproducible qemu fuzz robust bench)
+stages=(lint layers unit ui release init packaging browser luci build_std cross size reproducible qemu fuzz robust bench)
 [ $# -gt 0 ] && stages=("$@")
 
 started=$(date +%s)

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# marmoset's ubus endpoint against uhttpd's, on one real ubusd and rpcd with LuCI's rpcd plugins:
+# tests/luci/compare.py sends each exchange to both and the answers must match (its header lists them).
+#
+#   OPENWRT_STACK_DIR=/path tests/luci/compare.sh
+#
+# OPENWRT_STACK_DIR holds an OpenWrt web stack already built for this machine, in root/: an OpenWrt
+# file layout (sbin/ubusd, sbin/rpcd, sbin/uhttpd; usr/lib with libubox, libubus, libuci, libucode,
+# rpcd's plugins and ucode's modules; usr/share/rpcd/acl.d; LuCI under www and usr/share/ucode/luci;
+# etc with config/rpcd granting root a login and shadow holding root's password) whose usr/bin,
+# usr/sbin, usr/lib/MULTIARCH and usr/lib64 are empty directories: the host's are bound there read-only.
+# Nothing is fetched or built here. ubusd, rpcd, uhttpd and marmoset run chrooted there, as root, in a
+# private mount namespace with their own /var/run and /tmp, on free ports, without CAP_SYS_TIME,
+# CAP_SYS_BOOT or CAP_SYS_MODULE (LuCI's rpcd plugin can set the clock); the host's /etc is not used.
+# OPENWRT_STACK_PASSWORD: root's password in that shadow (default marmoset).
+# MARMOSET_UBUS_BIN: a marmoset built with `--features ubus`; by default one is built and the default
+# build put back at its path afterwards.
+# Skips with one line when OPENWRT_STACK_DIR is unset or not run as root. Last line: "N passed,
+# M failed"; exit 1 if any failed.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd -P)
+cd "$repo" || exit 1
+stack=${OPENWRT_STACK_DIR:-}
+if [ -z "$stack" ]; then
+	echo "skip - no OpenWrt web stack (set OPENWRT_STACK_DIR): marmoset's ubus endpoint not compared with uhttpd's"
+	exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "skip - not root (a mount namespace and chroot are needed): ubus endpoint not compared with uhttpd's"
+	exit 0
+fi
+# shellcheck source=tests/results.sh
+. tests/results.sh
+root=$stack/root
+multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+missing=""
+for f in sbin/ubusd sbin/rpcd sbin/uhttpd www/cgi-bin/luci etc/config/rpcd etc/shadow usr/share/rpcd/acl.d \
+	usr/bin usr/sbin "usr/lib/$multiarch"; do
+	[ -e "$root/$f" ] || missing="$missing $f"
+done
+if [ -n "$missing" ]; then
+	bad "OPENWRT_STACK_DIR=$stack: root/ lacks$missing"
+	echo "$pass passed, $fail failed"
+	exit 1
+fi
+
+tgt=${CARGO_TARGET_DIR:-target}
+work=$(mktemp -d)
+pids=()
+holder=""
+# shellcheck disable=SC2317 # called from the EXIT trap
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+	if [ -n "$holder" ]; then
+		kill "$holder" 2>/dev/null
+		wait "$holder" 2>/dev/null
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+bin=${MARMOSET_UBUS_BIN:-}
+if [ -z "$bin" ]; then
+	echo "cargo build --release --locked --features ubus"
+	cargo build --release --locked --quiet --features ubus || { bad "cargo build --features ubus"; echo "$pass passed, $fail failed"; exit 1; }
+	cp "$tgt/release/marmoset" "$work/marmoset"
+	bin=$work/marmoset
+	cargo build --release --locked --quiet || bad "the default build put back"
+fi
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ref_port=$(free_port)
+mar_port=$(free_port)
+mkdir -p "$work/run/ubus"
+cp "$bin" "$work/run/marmoset"
+cat >"$work/run/marmoset.conf" <<EOF
+listen 127.0.0.1:$mar_port
+root /www
+cgi-prefix /cgi-bin/
+ubus /ubus /var/run/ubus/ubus.sock
+EOF
+
+# The namespace: host programs and libraries bound read-only into the root, its own /proc, /var/run
+# (this run's scratch directory: the socket and marmoset) and /tmp; then it waits to be killed.
+# shellcheck disable=SC2016 # expanded by the inner shell, from its arguments
+unshare --mount --propagation private -- /bin/bash -c '
+	set -e
+	R=$1 W=$2 M=$3
+	for d in usr/bin usr/sbin usr/lib/$M usr/lib64; do
+		[ -d "$R/$d" ] && [ -d "/$d" ] || continue
+		mount --bind "/$d" "$R/$d"
+		mount -o remount,bind,ro "$R/$d"
+	done
+	mount --rbind /dev "$R/dev"
+	mount -t proc proc "$R/proc"
+	mount -t tmpfs -o size=64m tmpfs "$R/tmp"
+	mount --bind "$W/run" "$R/var/run"
+	touch "$W/ready"
+	exec sleep infinity' ns "$root" "$work" "$multiarch" &
+holder=$!
+for _ in $(seq 100); do [ -f "$work/ready" ] && break; sleep 0.1; done
+[ -f "$work/ready" ] || { bad "mount namespace set up"; echo "$pass passed, $fail failed"; exit 1; }
+
+# in_ns LOG COMMAND...: runs COMMAND chrooted in the namespace, in the background; its pid (the
+# command's own: nsenter, setpriv, chroot and env exec each other) is kept for the cleanup.
+in_ns() {
+	local log=$1
+	shift
+	nsenter --mount="/proc/$holder/ns/mnt" -- setpriv --bounding-set -sys_time,-sys_boot,-sys_module -- \
+		chroot "$root" /usr/bin/env -i PATH=/sbin:/usr/sbin:/bin:/usr/bin HOME=/root "$@" >"$work/$log" 2>&1 &
+	pids+=($!)
+}
+wait_for() { # DESC SECONDS COMMAND...: waits for COMMAND to succeed
+	local desc=$1 n=$(($2 * 10))
+	shift 2
+	while [ "$n" -gt 0 ]; do
+		"$@" && return 0
+		sleep 0.1
+		n=$((n - 1))
+	done
+	bad "$desc"
+	return 1
+}
+answers() { curl -s -o /dev/null -m 2 "$1"; }
+
+in_ns ubusd.log /sbin/ubusd -s /var/run/ubus/ubus.sock
+wait_for "ubusd socket" 10 test -S "$work/run/ubus/ubus.sock" || { echo "$pass passed, $fail failed"; exit 1; }
+in_ns rpcd.log /sbin/rpcd -s /var/run/ubus/ubus.sock -t 30
+in_ns uhttpd.log /sbin/uhttpd -f -h /www -x /cgi-bin -u /ubus -U /var/run/ubus/ubus.sock -t 60 -T 30 -k 20 \
+	-A 1 -n 3 -N 100 -R -p "127.0.0.1:$ref_port"
+in_ns marmoset.log /var/run/marmoset --config /var/run/marmoset.conf
+login='{"jsonrpc":"2.0","id":1,"method":"call","params":["00000000000000000000000000000000","session","login",{"username":"root","password":"x"}]}'
+rpcd_up() { curl -s -m 2 -H 'Content-Type: application/json' -d "$login" "http://127.0.0.1:$ref_port/ubus" | grep -q '"result"'; }
+wait_for "uhttpd answers" 10 answers "http://127.0.0.1:$ref_port/" &&
+	wait_for "marmoset answers" 10 answers "http://127.0.0.1:$mar_port/" &&
+	wait_for "rpcd's session object on the bus" 10 rpcd_up
+if [ "$fail" != 0 ]; then
+	tail -n 5 "$work"/*.log
+	echo "$pass passed, $fail failed"
+	exit 1
+fi
+ok "ubusd, rpcd, uhttpd (127.0.0.1:$ref_port) and marmoset (127.0.0.1:$mar_port) started"
+
+out=$(python3 tests/luci/compare.py "http://127.0.0.1:$ref_port" "http://127.0.0.1:$mar_port" \
+	"${OPENWRT_STACK_PASSWORD:-marmoset}")
+echo "$out" | sed '$d'
+last=$(echo "$out" | tail -n 1)
+pass=$((pass + ${last%% passed*}))
+fail=$((fail + $(echo "$last" | sed -n 's/.*, \([0-9]*\) failed/\1/p')))
+if [ "$fail" != 0 ]; then
+	echo "marmoset's log:"
+	tail -n 20 "$work/marmoset.log"
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
