@@ -316,10 +316,18 @@ impl Rpc<'_> {
         }
         blob::raw_attrs(args).for_each(|a| b.copy(a));
         b.string(b"ubus_rpc_session", sid);
-        self.invoke_kept(object, (id, kept), method, &b.buf, self.until())
+        match self
+            .invoke_kept(object, (id, kept), method, &b.buf, self.until())
             .await
-            .map_err(RpcError::of)?
-            .ok_or(RpcError::Object)
+        {
+            // libubus ends the requests under way with status 7 (timeout)
+            // when ubusd goes away, and uhttpd answers that as a result.
+            Err(Failure::Lost) => Ok(Reply {
+                status: 7,
+                data: Vec::new(),
+            }),
+            r => r.map_err(RpcError::of)?.ok_or(RpcError::Object),
+        }
     }
 
     /// Invokes `method` of object `path`, whose id `found` was looked up

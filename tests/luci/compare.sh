@@ -13,8 +13,8 @@
 # private mount namespace with their own /var/run and /tmp, on free ports, without CAP_SYS_TIME,
 # CAP_SYS_BOOT or CAP_SYS_MODULE (LuCI's rpcd plugin can set the clock); the host's /etc is not used.
 # OPENWRT_STACK_PASSWORD: root's password in that shadow (default marmoset).
-# MARMOSET_UBUS_BIN: a marmoset built with `--features ubus`; by default one is built and the default
-# build put back at its path afterwards.
+# MARMOSET_UBUS_BIN: a marmoset built with `--features ubus`; by default the `tls,ubus` build
+# marmoset-uhttpd ships, in $CARGO_TARGET_DIR/release-tls-ubus (built when out of date).
 # Skips with one line when OPENWRT_STACK_DIR is unset or not run as root. Last line: "N passed,
 # M failed"; exit 1 if any failed.
 set -uo pipefail
@@ -63,14 +63,12 @@ trap cleanup EXIT
 
 bin=${MARMOSET_UBUS_BIN:-}
 if [ -z "$bin" ]; then
-	echo "cargo build --release --locked --features ubus"
-	cargo build --release --locked --quiet --features ubus || { bad "cargo build --features ubus"; echo "$pass passed, $fail failed"; exit 1; }
-	cp "$tgt/release/marmoset" "$work/marmoset"
-	bin=$work/marmoset
-	cargo build --release --locked --quiet || bad "the default build put back"
+	echo "cargo build --release --locked --features tls,ubus"
+	CARGO_TARGET_DIR=$tgt/release-tls-ubus cargo build --release --locked --quiet --features tls,ubus ||
+		{ bad "cargo build --features tls,ubus"; echo "$pass passed, $fail failed"; exit 1; }
+	bin=$tgt/release-tls-ubus/release/marmoset
 fi
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ref_port=$(free_port)
 mar_port=$(free_port)
 mkdir -p "$work/run/ubus"
