@@ -10,12 +10,14 @@
 #     (`marmoset --check-config`), and the server started from one answering
 #     over real sockets: HTTP, HTTPS with uhttpd's DER certificate,
 #     redirect_https, a certificate made from the `cert` section, a CGI;
-#  3. with OPENWRT_DIR (an OpenWrt tree) and the real uci and jshn binaries
-#     (OPENWRT_STACK_PREFIX, default /tmp/openwrt-stack/prefix): the script
-#     run as `/etc/init.d/uhttpd start` under OpenWrt's own rc.common,
-#     functions.sh, uci.sh, procd.sh and jshn.sh in a chroot; only `ubus`
-#     (procd's end) is a stand-in recording the call. Skipped with a line
-#     otherwise.
+#  3. with OPENWRT_DIR (an OpenWrt tree) and OPENWRT_STACK_DIR (OpenWrt's
+#     uci and jshn already built for this machine: prefix/usr/bin/{uci,jshn},
+#     src/libubox/sh/jshn.sh): the script run as `/etc/init.d/uhttpd start`
+#     under OpenWrt's own rc.common, functions.sh, uci.sh, procd.sh and
+#     jshn.sh in a chroot, then the marmoset packages' /etc/init.d/marmoset
+#     the same way; only `ubus` (procd's end) is a stand-in recording the
+#     call, and the server is started from what it recorded. Skipped with a
+#     line otherwise.
 # Env: MARMOSET_BIN (a TLS build; default the `tls,ubus` build that
 # marmoset-uhttpd ships, target/release-tls-ubus/release/marmoset, built
 # when missing); KEEP_TMP=1 keeps the work directory. Last line:
@@ -347,11 +349,11 @@ stop
 # 3. `/etc/init.d/uhttpd start` under OpenWrt's own scripts, in a chroot
 # holding only them, busybox, the real uci and jshn, and marmoset.
 OW=${OPENWRT_DIR:-}
-ST=${OPENWRT_STACK:-/tmp/openwrt-stack}
+ST=${OPENWRT_STACK_DIR:-}
 if [ -z "$OW" ] || [ ! -f "$OW/package/base-files/files/etc/rc.common" ]; then
 	echo "skip - no OpenWrt tree (set OPENWRT_DIR): the script not run under OpenWrt's rc.common, functions.sh and procd.sh"
 elif [ ! -x "$ST/prefix/usr/bin/uci" ] || [ ! -x "$ST/prefix/usr/bin/jshn" ] || [ ! -f "$ST/src/libubox/sh/jshn.sh" ]; then
-	echo "skip - no uci and jshn built from OpenWrt's sources in $ST (set OPENWRT_STACK): the script not run under OpenWrt's rc.common"
+	echo "skip - no uci and jshn built from OpenWrt's sources (set OPENWRT_STACK_DIR): the script not run under OpenWrt's rc.common"
 elif [ "$(id -u)" != 0 ] || ! command -v busybox >/dev/null; then
 	echo "skip - the chroot needs root and busybox: the script not run under OpenWrt's rc.common"
 else
@@ -419,6 +421,37 @@ else
 	wait_up "https://127.0.0.1:$P2/" -k || bad "the chrooted server did not come up" || cat "$TMP/server.log"
 	check "the server started as procd would: HTTP and HTTPS answer" \
 		[ "$(curl -s "http://127.0.0.1:$P1/")$(curl -sk "https://127.0.0.1:$P2/")" = hellohello ]
+	stop
+
+	# The marmoset and marmoset-tls packages' own script, in the same chroot.
+	cp init/marmoset.init "$R/etc/init.d/marmoset"
+	chmod 755 "$R/etc/init.d/marmoset"
+	mkdir -p "$R/etc/marmoset"
+	cp rootfs-overlay/etc/marmoset/marmoset.conf "$R/etc/marmoset/"
+	printf 'root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/var:/bin/false\n' >"$R/etc/passwd"
+	printf 'root:x:0:\nnogroup:x:65534:\n' >"$R/etc/group"
+	P3=$(free_port)
+	sed "s|'0.0.0.0:8080'|'127.0.0.1:$P3'|; /\[::\]:8080/d; s|/www-marmoset|/www|; s|option syslog '1'|option syslog '0'|" \
+		init/marmoset.uci >"$R/etc/config/marmoset"
+	: >"$R/tmp/ubus.calls"
+	chroot "$R" /etc/init.d/marmoset start >"$TMP/rc-marmoset.out" 2>&1
+	json=$(sed -n 's/^call service set //p' "$R/tmp/ubus.calls" | sed 's|\\/|/|g')
+	check "marmoset.init under rc.common: procd gets service 'marmoset' running /usr/bin/marmoset as nobody" \
+		has_all "$json" '"name": "marmoset"' '"command": [ "/usr/bin/marmoset", "--listen", "127.0.0.1:'"$P3"'"' \
+			'"--user", "nobody", "--group", "nogroup"' '"respawn": [ "3600", "5", "5" ]' ||
+		sed 's/^/     /' "$TMP/rc-marmoset.out" "$R/tmp/ubus.calls"
+	# That command, run in the chroot as procd would (its arguments hold no spaces).
+	# shellcheck disable=SC2046
+	set -- $(printf '%s' "$json" | python3 -c 'import json, sys
+print(" ".join(json.load(sys.stdin)["instances"]["instance1"]["command"]))' 2>/dev/null)
+	if [ $# -gt 0 ]; then
+		chroot "$R" "$@" 2>>"$TMP/server.log" &
+		pid=$!
+		pids="$pids $pid"
+		wait_up "http://127.0.0.1:$P3/" || cat "$TMP/server.log"
+	fi
+	check "that command serves the page" [ "$(curl -s "http://127.0.0.1:$P3/")" = hello ]
+	check "started as root, it runs as nobody (uid 65534)" [ "$(ps -o uid= -p "$pid" | tr -d ' ')" = 65534 ]
 	stop
 fi
 
