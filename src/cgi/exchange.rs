@@ -23,6 +23,7 @@ use crate::http::response::{self, HeadContext, Response, StatusHeader};
 use crate::http::status::Status;
 use crate::limits::{HEAD_BUF, PIPE_CHUNK, REAP_BACKSTOP, STDERR_LINE};
 use crate::net::buffers::Pool;
+use crate::net::deadline::within;
 use crate::net::notify::Notify;
 use crate::net::pace::Pace;
 use crate::net::sock::{End, Sock};
@@ -250,14 +251,12 @@ impl Exchange<'_> {
         let Some(p) = pipe.as_mut() else {
             return Ok(());
         };
-        let write = async { Some(p.write_all(bytes).await.is_ok()) };
-        let stalled = async {
-            Timer::after(self.timeout).await;
-            None
-        };
-        match future::or(write, stalled).await {
-            Some(true) => Ok(()),
-            Some(false) => {
+        // The worker's deadline table, not a timer per write: a large
+        // upload makes thousands of them.
+        let until = Instant::now() + self.timeout;
+        match within(self.sock.deadlines, until, p.write_all(bytes)).await {
+            Some(Ok(())) => Ok(()),
+            Some(Err(_)) => {
                 *pipe = None;
                 Ok(())
             }
