@@ -53,6 +53,16 @@ fn main_loop(parker: parking::Parker) {
     let mut sleeps = 0u64;
 
     loop {
+        // While exactly one `block_on()` runs, it drives the reactor alone (see `sole_driver`):
+        // helping would only take the reactor from it and hand every wake-up across threads.
+        // Sleep until a `block_on()` starts or ends.
+        if sole_driver() {
+            parker.park();
+            last_tick = Reactor::get().ticker();
+            sleeps = 0;
+            continue;
+        }
+
         let tick = Reactor::get().ticker();
 
         if last_tick == tick {
@@ -65,6 +75,11 @@ fn main_loop(parker: parking::Parker) {
             };
 
             if let Some(mut reactor_lock) = reactor_lock {
+                // A `block_on()` may have become the sole driver while this thread waited
+                // for the lock: leave the reactor to it.
+                if sole_driver() {
+                    continue;
+                }
                 #[cfg(feature = "tracing")]
                 tracing::trace!("waiting on I/O");
                 reactor_lock.react(None).ok();
@@ -97,6 +112,21 @@ fn main_loop(parker: parking::Parker) {
     }
 }
 
+/// Whether exactly one `block_on()` runs in the process. It then keeps the reactor to itself:
+/// it never hands it over to the "async-io" thread, which sleeps meanwhile, so a wake-up is
+/// never passed from one thread to another and the reactor thread costs no system call.
+fn sole_driver() -> bool {
+    BLOCK_ON_COUNT.load(Ordering::SeqCst) == 1
+}
+
+/// A `block_on()` started or ended: the "async-io" thread looks again at whether to help.
+/// It may be blocked on I/O while holding the reactor (it drove the reactor alone before a
+/// `block_on()` started), so it is notified out of that wait as well as unparked.
+fn driver_count_changed() {
+    unparker().unpark();
+    Reactor::get().notify();
+}
+
 /// Blocks the current thread on a future, processing I/O events when idle.
 ///
 /// # Examples
@@ -119,11 +149,12 @@ pub fn block_on<T>(future: impl Future<Output = T>) -> T {
 
     // Increment `BLOCK_ON_COUNT` so that the "async-io" thread becomes less aggressive.
     BLOCK_ON_COUNT.fetch_add(1, Ordering::SeqCst);
+    driver_count_changed();
 
     // Make sure to decrement `BLOCK_ON_COUNT` at the end and wake the "async-io" thread.
     let _guard = CallOnDrop(|| {
         BLOCK_ON_COUNT.fetch_sub(1, Ordering::SeqCst);
-        unparker().unpark();
+        driver_count_changed();
     });
 
     // Creates a parker and an associated waker that unparks it.
@@ -229,10 +260,20 @@ pub fn block_on<T>(future: impl Future<Output = T>) -> T {
                 continue;
             }
 
+            // The sole driver waits for the reactor rather than for a notification: the
+            // "async-io" thread lets go of it as soon as it sees that (`driver_count_changed`).
+            let sole = sole_driver();
+            let reactor_lock = if sole {
+                Some(Reactor::get().lock())
+            } else {
+                Reactor::get().try_lock()
+            };
+
             // Try grabbing a lock on the reactor to wait on I/O.
-            if let Some(mut reactor_lock) = Reactor::get().try_lock() {
-                // Record the instant at which the lock was grabbed.
-                let start = Instant::now();
+            if let Some(mut reactor_lock) = reactor_lock {
+                // Record the instant at which the lock was grabbed (only needed to share the
+                // reactor with other drivers).
+                let start = if sole { None } else { Some(Instant::now()) };
 
                 loop {
                     // First let wakers know this parker is blocked on I/O.
@@ -264,7 +305,7 @@ pub fn block_on<T>(future: impl Future<Output = T>) -> T {
                     }
 
                     // Check if this thread been handling I/O events for a long time.
-                    if start.elapsed() > Duration::from_micros(500) {
+                    if start.is_some_and(|start| start.elapsed() > Duration::from_micros(500)) {
                         #[cfg(feature = "tracing")]
                         tracing::trace!("stops hogging the reactor");
 
