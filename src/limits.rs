@@ -77,7 +77,8 @@ pub const POOL_KEEP: usize = 16;
 /// 5.5 KiB each: enough for a burst of keep-alive clients, little when idle.
 pub const FRAMES_KEEP: usize = 8;
 
-/// How late a deadline may fire.
+/// The deadline table's tick: a deadline fires at most two of these late,
+/// and the worker's clock is read once per tick while anything waits.
 pub const TICK: Duration = Duration::from_millis(250);
 
 /// Sets of matching rules whose lines a worker keeps. A site has a handful;

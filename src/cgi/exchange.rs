@@ -343,6 +343,7 @@ impl Exchange<'_> {
         let cx = HeadContext {
             version: self.version,
             keep_alive,
+            date: self.sock.deadlines.wall_secs(),
         };
         response::write_head(out, &r, self.clock, cx, &|out| {
             if let Some(t) = &content_type {

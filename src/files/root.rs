@@ -17,6 +17,7 @@ use crate::files::cache::{CachedFile, FileCache, Hit};
 use crate::http::path::CleanPath;
 use crate::http::status::Status;
 use crate::limits::MAX_PATH;
+use crate::net::deadline::Deadlines;
 
 /// Where symlinks may lead (the `symlinks` setting).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,6 +45,8 @@ pub enum Lookup {
 pub struct Root {
     path: PathBuf,
     symlinks: Symlinks,
+    /// The worker's clock: a lookup reads no clock of its own.
+    clock: &'static Deadlines,
     dir: RefCell<Option<(OwnedFd, Instant)>>,
     /// Whether the kernel has openat2 (Linux 5.6+); older kernels get the fallback check.
     has_openat2: std::cell::Cell<bool>,
@@ -54,10 +57,11 @@ pub struct Root {
 }
 
 impl Root {
-    pub fn new(path: &Path, symlinks: Symlinks) -> Root {
+    pub fn new(path: &Path, symlinks: Symlinks, clock: &'static Deadlines) -> Root {
         Root {
             path: path.to_path_buf(),
             symlinks,
+            clock,
             dir: RefCell::new(None),
             has_openat2: std::cell::Cell::new(true),
             cache: FileCache::watching(path),
@@ -153,7 +157,7 @@ impl Root {
         let mut slot = self.dir.borrow_mut();
         if slot
             .as_ref()
-            .is_some_and(|(_, at)| at.elapsed().as_secs() < 1)
+            .is_some_and(|(_, at)| self.clock.now().saturating_duration_since(*at).as_secs() < 1)
         {
             return;
         }
@@ -169,7 +173,7 @@ impl Root {
                 if self.identity.replace(id) != id {
                     self.cache.clear();
                 }
-                Some((fd, Instant::now()))
+                Some((fd, self.clock.now()))
             }
             Err(e) => {
                 log::warn!("document root {}: {e}", self.path.display());

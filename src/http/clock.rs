@@ -2,7 +2,6 @@
 //! Server lines, made once a second rather than per request.
 
 use std::cell::{Cell, Ref, RefCell};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::http::httpdate;
 use crate::http::status::Status;
@@ -27,17 +26,10 @@ impl Clock {
         }
     }
 
-    pub fn now_secs() -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-    }
-
-    /// The head start for now (see `start`), remade when the second changes.
-    /// While an earlier start is still borrowed it is handed out again (a
-    /// second late at worst) rather than remade under the borrow.
-    pub fn head_start(&self) -> Ref<'_, [u8]> {
-        let now = Self::now_secs();
+    /// The head start for second `now` (see `start`), remade when the
+    /// second changes. While an earlier start is still borrowed it is handed
+    /// out again (a second late at worst) rather than remade under the borrow.
+    pub fn head_start(&self, now: u64) -> Ref<'_, [u8]> {
         if self.secs.get() != now {
             if let Ok(mut start) = self.start.try_borrow_mut() {
                 start.clear();
@@ -61,17 +53,20 @@ mod tests {
     #[test]
     fn a_start_still_borrowed_is_handed_out_again_not_remade() {
         let clock = Clock::new(Some("m"));
-        let first = clock.head_start();
+        let first = clock.head_start(1_796_400_000);
         assert!(first.starts_with(b"HTTP/1.1 200 OK\r\nDate: "));
         assert!(first.ends_with(b" GMT\r\nServer: m"));
-        // As if the second changed while `first` is still held.
-        clock.secs.set(0);
-        let again = clock.head_start();
+        // The next second comes while `first` is still held.
+        let again = clock.head_start(1_796_400_001);
         assert_eq!(*again, *first);
         drop((first, again));
-        assert_eq!(clock.secs.get(), 0, "not remade under the borrow");
-        let fresh = clock.head_start();
-        assert_ne!(clock.secs.get(), 0, "remade once free");
+        assert_eq!(
+            clock.secs.get(),
+            1_796_400_000,
+            "not remade under the borrow"
+        );
+        let fresh = clock.head_start(1_796_400_001);
+        assert_eq!(clock.secs.get(), 1_796_400_001, "remade once free");
         assert!(fresh.ends_with(b" GMT\r\nServer: m"));
     }
 }

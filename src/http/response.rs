@@ -135,6 +135,8 @@ impl Response {
 pub struct HeadContext {
     pub version: Version,
     pub keep_alive: bool,
+    /// The Date header's second (since the epoch).
+    pub date: u64,
 }
 
 /// Writes the status line and headers, with the clock's Date and Server
@@ -148,7 +150,7 @@ pub fn write_head(
     cx: HeadContext,
     more: &dyn Fn(&mut Vec<u8>),
 ) {
-    write_head_after(out, r, &clock.head_start(), cx, more);
+    write_head_after(out, r, &clock.head_start(cx.date), cx, more);
 }
 
 /// `write_head` with the head start given: `HTTP/1.1 200 OK\r\nDate:
@@ -286,6 +288,7 @@ mod tests {
         let cx = HeadContext {
             version: Version::Http10,
             keep_alive: true,
+            date: 0,
         };
         let ok_start = b"HTTP/1.1 200 OK\r\nDate: D\r\nServer: m";
         write_head_after(&mut out, &r, ok_start, cx, &|_| {});

@@ -4,16 +4,23 @@
 //! write, a futex wake and a timerfd update: four system calls) on every
 //! request. Here a wait only takes a slot in a table, and a periodic
 //! SIGALRM, read from the worker's signalfd and on while anything waits,
-//! wakes the waits whose deadline has passed. A deadline fires up to `TICK`
-//! late, which is nothing next to timeouts counted in seconds. No reactor
+//! wakes the waits whose deadline has passed. A deadline fires up to two
+//! `TICK`s late (see `after`), which is nothing next to timeouts counted in
+//! seconds. No reactor
 //! timer is involved: with none pending, the reactor's wait sets no timeout
 //! and re-arms nothing.
+//!
+//! The table is also the worker's clock. While the alarm rings, the time
+//! read at its last tick serves every deadline made and the Date header, so
+//! a request reads no clock of its own (a system call where the C library
+//! has no vDSO path for it, as on MIPS); with the alarm off, each look reads
+//! the clock afresh.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::limits::TICK;
 use crate::sys;
@@ -30,9 +37,50 @@ pub struct Deadlines {
     waiting: Cell<usize>,
     /// The alarm is on.
     ringing: Cell<bool>,
+    /// The monotonic clock and the wall clock's second as last read.
+    seen: Cell<Option<(Instant, u64)>>,
 }
 
 impl Deadlines {
+    /// The time now, as of the alarm's last tick (at most `TICK` ago) while
+    /// it rings.
+    pub fn now(&self) -> Instant {
+        self.clock().0
+    }
+
+    /// The wall clock's second now (for the Date header and the access
+    /// log), as `now` reads it.
+    pub fn wall_secs(&self) -> u64 {
+        self.clock().1
+    }
+
+    /// The deadline `d` from now. Counted from the last tick, which may be
+    /// up to `TICK` ago, plus that `TICK`: a wait is never cut short.
+    pub fn after(&self, d: Duration) -> Instant {
+        let slack = if self.ringing.get() {
+            TICK
+        } else {
+            Duration::ZERO
+        };
+        self.now() + d + slack
+    }
+
+    fn clock(&self) -> (Instant, u64) {
+        match self.seen.get() {
+            Some(seen) if self.ringing.get() => seen,
+            _ => self.read_clock(),
+        }
+    }
+
+    fn read_clock(&self) -> (Instant, u64) {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let seen = (Instant::now(), wall);
+        self.seen.set(Some(seen));
+        seen
+    }
+
     /// Resolves once `at` has passed.
     pub fn until(&self, at: Instant) -> Expiry<'_> {
         Expiry {
@@ -50,7 +98,7 @@ impl Deadlines {
             self.ringing.set(false);
             return;
         }
-        let now = Instant::now();
+        let (now, _) = self.read_clock();
         let due: Vec<Waker> = self
             .slots
             .borrow_mut()
@@ -64,7 +112,10 @@ impl Deadlines {
 
     fn register(&self, at: Instant, waker: &Waker) -> usize {
         self.waiting.set(self.waiting.get() + 1);
-        if !self.ringing.replace(true) {
+        if !self.ringing.get() {
+            // The clock is read at each tick from here on: read it once now.
+            self.read_clock();
+            self.ringing.set(true);
             sys::set_alarm(Some(TICK));
         }
         let slot = Some(Slot {
@@ -108,7 +159,7 @@ impl Future for Expiry<'_> {
             // ticker (or the raced future) wakes us, not on every wait. A
             // deadline already past fires at the next tick.
             None => self.slot = Some(self.table.register(self.at, cx.waker())),
-            Some(_) if Instant::now() >= self.at => return Poll::Ready(()),
+            Some(_) if self.table.now() >= self.at => return Poll::Ready(()),
             Some(i) => {
                 if let Some(Some(s)) = self.table.slots.borrow_mut().get_mut(i) {
                     s.waker = Some(cx.waker().clone());

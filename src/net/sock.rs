@@ -165,7 +165,7 @@ impl Sock {
     }
 
     async fn writable(&self) -> Result<(), End> {
-        let at = Instant::now() + self.send_timeout;
+        let at = self.deadlines.after(self.send_timeout);
         match within(self.deadlines, at, self.stream.writable()).await {
             Some(ready) => ready.map_err(End::from),
             None => {

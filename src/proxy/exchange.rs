@@ -273,7 +273,7 @@ impl Exchange<'_> {
         out.extend_from_slice(b"HTTP/1.1 ");
         out.extend_from_slice(head.status_text.as_bytes());
         {
-            let start = self.clock.head_start();
+            let start = self.clock.head_start(self.sock.deadlines.wall_secs());
             let ok_line = Status::Ok.line().len();
             out.extend_from_slice(start.get(ok_line..).unwrap_or_default());
         }

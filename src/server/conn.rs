@@ -15,7 +15,6 @@ use futures_lite::future;
 use crate::cgi::exchange::{self, Answer, Exchange};
 use crate::cgi::script::Job;
 use crate::http::chunked;
-use crate::http::clock::Clock;
 use crate::http::gunzip::Gunzip;
 use crate::http::header;
 use crate::http::request::{self, BodyKind, Field, Reject, Version};
@@ -179,7 +178,7 @@ impl Conn {
     async fn run(&mut self) {
         // The handshake and the wait for the first request share one head
         // timeout: a client cannot take it once for each.
-        let first = Instant::now() + self.w.config.header_timeout;
+        let first = self.w.deadlines.after(self.w.config.header_timeout);
         #[cfg(feature = "tls")]
         let handshake = {
             let (sock, waiting) = (&self.sock, &self.waiting);
@@ -210,7 +209,7 @@ impl Conn {
                 let until = if self.served == 0 {
                     first
                 } else {
-                    Instant::now() + self.w.config.keepalive_timeout
+                    self.w.deadlines.after(self.w.config.keepalive_timeout)
                 };
                 if !self.wait_for_request(until).await {
                     // Idle, timed out or stopping: over TLS still a
@@ -249,14 +248,20 @@ impl Conn {
     fn log(&mut self, sent: &Sent) {
         if let Some(line) = self.request_line.take() {
             let peer = self.sock.peer;
-            let entry = access_log::line(peer, &line, sent.status, sent.bytes, Clock::now_secs());
+            let entry = access_log::line(
+                peer,
+                &line,
+                sent.status,
+                sent.bytes,
+                self.w.deadlines.wall_secs(),
+            );
             self.w.access_log.borrow_mut().write(&entry);
         }
     }
 
     /// Reads one request head and answers it; `None` if the client closed first.
     async fn serve_one(&mut self) -> Result<Option<Sent>, End> {
-        let deadline = Instant::now() + self.w.config.header_timeout;
+        let deadline = self.w.deadlines.after(self.w.config.header_timeout);
         let mut verdict = None;
         let w = &self.w;
         self.waiting.get_or_insert_with(|| w.idle.enter());
@@ -643,7 +648,7 @@ impl Conn {
     /// Reads and decodes a chunked request body, up to the CGI body limit
     /// (its extensions and trailer fields count too).
     async fn read_chunked(&mut self) -> Result<Vec<u8>, Status> {
-        let deadline = Instant::now() + self.w.config.header_timeout;
+        let deadline = self.w.deadlines.after(self.w.config.header_timeout);
         let max = self.w.config.cgi.max_body.min(MAX_CGI_CHUNKED_BODY);
         let mut decoder = chunked::Decoder::default();
         let mut body = Vec::new();
@@ -706,6 +711,7 @@ impl Conn {
         let cx = HeadContext {
             version: reply.version,
             keep_alive,
+            date: self.w.deadlines.wall_secs(),
         };
         response::write_head(&mut out, &r, &self.w.clock, cx, &|_| {});
         let body = match r.body {
@@ -748,7 +754,7 @@ impl Conn {
         let result = async {
             // Most requests have no body: no clock read for its deadline.
             if discard > 0 {
-                let deadline = Instant::now() + self.w.config.header_timeout;
+                let deadline = self.w.deadlines.after(self.w.config.header_timeout);
                 self.input.discard(&self.sock, discard, deadline).await?;
             }
             self.send_body(&mut out, body).await
@@ -857,7 +863,7 @@ impl Conn {
         #[cfg(feature = "tls")]
         self.sock.end_tls().await;
         let _ = self.sock.stream.get_ref().shutdown(Shutdown::Write);
-        let deadline = Instant::now() + LINGER_TIME;
+        let deadline = self.w.deadlines.after(LINGER_TIME);
         let mut budget = LINGER_BYTES;
         while budget > 0 {
             self.input.clear();

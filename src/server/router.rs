@@ -36,6 +36,7 @@ use crate::http::request::{Field, Method, Request};
 use crate::http::response::{self, Body, ContentRange, Response, StatusHeader};
 use crate::http::status::Status;
 use crate::limits::{KEPT_RULE_LINES, LISTING_FRESH};
+use crate::net::deadline::Deadlines;
 use crate::policy::access::{self, Verdict};
 use crate::policy::auth::{self, Auth, Decision};
 use crate::policy::rules::Matched;
@@ -64,9 +65,9 @@ pub struct Site {
 
 impl Site {
     /// The site of worker `slot` of `workers`.
-    pub fn new(config: Rc<Config>, slot: usize, workers: usize) -> Site {
+    pub fn new(config: Rc<Config>, slot: usize, workers: usize, clock: &'static Deadlines) -> Site {
         Site {
-            root: Root::new(&config.root, config.symlinks),
+            root: Root::new(&config.root, config.symlinks, clock),
             auth: RefCell::new(Auth::new(&config.realms, auth::fail_share(slot, workers))),
             rule_lines: RefCell::new(Vec::new()),
             listing: RefCell::new(None),
@@ -639,7 +640,7 @@ mod tests {
 
     #[test]
     fn paths_that_match_the_same_rules_share_their_lines() {
-        let site = Site::new(Rc::default(), 0, 1);
+        let site = Site::new(Rc::default(), 0, 1, Box::leak(Box::default()));
         // Two missing pages, as a scan of a device would ask for.
         let a = site.rule_lines("wp-login.php");
         let b = site.rule_lines("admin/setup.cgi");

@@ -68,7 +68,7 @@ impl Worker {
         deadlines: &'static Deadlines,
     ) -> Worker {
         Worker {
-            site: Site::new(config.clone(), slot, workers),
+            site: Site::new(config.clone(), slot, workers, deadlines),
             clock: Clock::new(config.server_name.as_deref()),
             deadlines,
             pool: Rc::default(),

@@ -285,6 +285,7 @@ impl Exchange<'_> {
         let cx = HeadContext {
             version: self.version,
             keep_alive,
+            date: self.sock.deadlines.wall_secs(),
         };
         response::write_head(&mut out, &r, self.clock, cx, &|out| {
             if let Some(n) = length {
