@@ -17,7 +17,7 @@ install_everything() {
 	local pkgs=(
 		curl gzip brotli openssl apache2-utils wrk procps util-linux binutils python3 python3-pip file xz-utils
 		gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static qemu-system-arm qemu-system-mips cpio
-		chromium busybox systemd slowhttptest shellcheck python3-websockets
+		chromium busybox systemd slowhttptest shellcheck python3-websockets strace
 		gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 	)
 	# Node may come from elsewhere than Debian (its npm then conflicts with Debian's).
@@ -68,11 +68,12 @@ stage_layers() {
 # Unit tests and every integration test against the native debug binary,
 # built with the default features, then with TLS and the ubus endpoint (that
 # build runs tests/tls.rs and tests/ubus.rs too); then the
-# patched polling crate's own tests (ARCHITECTURE.md, "Patched crates").
+# patched crates' own tests (ARCHITECTURE.md, "Patched crates").
 stage_unit() {
+	local patched=${CARGO_TARGET_DIR:-target}/patched
 	cargo test --locked && cargo test --locked --features tls,ubus &&
-		CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}/patched cargo test --locked \
-			--manifest-path board/patched/polling/Cargo.toml
+		CARGO_TARGET_DIR=$patched cargo test --locked --manifest-path board/patched/polling/Cargo.toml &&
+		CARGO_TARGET_DIR=$patched cargo test --locked --manifest-path board/patched/async-io/Cargo.toml
 }
 
 stage_ui() {
@@ -85,6 +86,7 @@ stage_ui() {
 stage_release() {
 	local tls=${CARGO_TARGET_DIR:-target}/release-tls
 	cargo build --release --locked &&
+		python3 tests/syscalls.py --bin "${CARGO_TARGET_DIR:-target}/release/marmoset" &&
 		CARGO_TARGET_DIR=$tls cargo build --release --locked --features tls &&
 		MARMOSET_BIN=$tls/release/marmoset cargo test --locked --features tls --test tls --test floods
 }
