@@ -36,10 +36,12 @@
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd -P)
 cd "$repo" || exit 1
+# shellcheck source=tests/results.sh
+. tests/results.sh
 BR=${BUILDROOT_DIR:-$repo/../shared/upstream/buildroot-2026.02.3}
 if [ ! -f "$BR/Makefile" ] || [ ! -x "$BR/utils/check-package" ]; then
-	echo "skip - no Buildroot tree at $BR (set BUILDROOT_DIR): Buildroot checks not run"
-	exit 0
+	skip "no Buildroot tree at $BR (set BUILDROOT_DIR): Buildroot checks not run"
+	exit "$SKIPPED"
 fi
 BR=$(cd "$BR" && pwd -P)
 EXT=$repo/board/buildroot
@@ -55,8 +57,6 @@ unset RUSTFLAGS CARGO_BUILD_RUSTFLAGS RUSTC_WRAPPER CARGO_BUILD_RUSTC_WRAPPER CA
 # Buildroot's downloads would go under the (read-only) tree: point them here.
 export BR2_DL_DIR=$work/dl
 
-# shellcheck source=tests/results.sh
-. tests/results.sh
 note() { echo "note - $*"; }
 # shellcheck disable=SC2317 # called through check
 quiet() { "$@" >/dev/null; } # a command whose output is not the test's
