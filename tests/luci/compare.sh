@@ -15,7 +15,7 @@
 # OPENWRT_STACK_PASSWORD: root's password in that shadow (default marmoset).
 # MARMOSET_UBUS_BIN: a marmoset built with `--features ubus`; by default the `tls,ubus` build
 # marmoset-uhttpd ships, in $CARGO_TARGET_DIR/release-tls-ubus (built when out of date).
-# Skips with one line when OPENWRT_STACK_DIR is unset or not run as root. Last line: "N passed,
+# Skips with one line and exit 77 when OPENWRT_STACK_DIR is unset or not run as root. Last line: "N passed,
 # M failed"; exit 1 if any failed.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd -P)

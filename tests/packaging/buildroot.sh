@@ -32,7 +32,8 @@
 # (default /tmp/marmoset-buildroot; kept between runs, so warm runs rebuild
 # little). It must be outside the checkout, like Buildroot's output directory
 # should be: cargo reads the .cargo/config.toml of every parent directory.
-# Last line: "N passed, M failed"; exit 1 if any failed.
+# Last line: "N passed, M failed"; exit 1 if any failed; without the tree, one
+# "skip - " line and exit 77 (skipped).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd -P)
 cd "$repo" || exit 1

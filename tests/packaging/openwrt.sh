@@ -32,7 +32,7 @@
 #   [OPENWRT_LUCI_DIR=/tmp/luci] tests/packaging/openwrt.sh
 # OPENWRT_DIR is written to (feeds.conf, feeds/, package/feeds/, tmp/,
 # .config, the host's scripts/config): use a scratch tree. Skips with one
-# line when either tree is absent. MARMOSET_OW_WORK: work directory (default
+# line and exit 77 (skipped) when either tree is absent. MARMOSET_OW_WORK: work directory (default
 # /tmp/marmoset-openwrt). Last line: "N passed, M failed"; exit 1 if any failed.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd -P)
