@@ -65,9 +65,11 @@ stage_lint() {
 		cargo clippy --all-targets --locked --features tls,ubus -- -D warnings
 }
 
-# No import cycle among the modules of src/, nor among its folders (the layers).
+# No import cycle among the modules of src/, nor among its folders (the layers);
+# ARCHITECTURE.md's layer and tests tables name every source and test file.
 stage_layers() {
-	python3 tests/layers.py --self-test && python3 tests/layers.py
+	python3 tests/layers.py --self-test && python3 tests/layers.py &&
+		python3 tests/doc_tables.py --self-test && python3 tests/doc_tables.py
 }
 
 # Unit tests and every integration test against the native debug binary,
