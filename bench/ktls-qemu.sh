@@ -127,7 +127,7 @@ mkdir -p "$(dirname "$REPORT")"
   echo
   echo "- made by: \`ROUNDS=$ROUNDS DURATION=$DURATION CONNECTIONS=$CONNECTIONS ICOUNT=$ICOUNT bench/ktls-qemu.sh\`"
   # shellcheck disable=SC2153 # QEMU and QEMU_CPU come from board.conf
-  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(nproc) cores, $(uname -r), load average $LOAD at the start; guest: Debian $KVER under $QEMU (TCG, -cpu $QEMU_CPU, one vCPU)"
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); host: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p' | head -n 1), $(uname -r), load average $LOAD at the start; guest: Debian $KVER under $QEMU (TCG, -cpu $QEMU_CPU, one vCPU)"
   echo "- server: $(basename "$BINARY") $(stat -c %s "$BINARY") bytes ($RUST_TARGET, --features tls), the image's config plus HTTPS, one worker"
   echo "- client: \`wrk -t1 -c$CONNECTIONS -d${DURATION}s https://127.0.0.1:PORT/bench/200k.bin\` ($FILE_BYTES bytes, TLS 1.3) on the host, through QEMU's user networking (hostfwd)"
   echo "- kernel: tls.ko loaded, the records in the kernel (kTLS), bodies with sendfile; user: tls.ko unloaded, rustls in the worker; marmoset restarted for each run, $ROUNDS rounds, alternating"

@@ -26,7 +26,7 @@ pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Default connection limit. An idle keep-alive connection costs about 1 KiB
 /// here (no buffer is held while idle) plus the kernel's socket, so 1024 fit
 /// a 64 MB device; a browser opens about 6 per page. A hostile client can
-/// make one hold more, up to about 85 KiB over TLS: the README's memory
+/// make one hold more, up to about 85 KiB over TLS: SECURITY.md's memory
 /// ceiling says what to choose on a small device.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 

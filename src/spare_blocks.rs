@@ -148,8 +148,8 @@ fn class_layout(class: usize, align: usize) -> Layout {
 // was freed and kept; a block is on a shelf only while nobody holds it.
 //
 // Not inlined: every allocation in the program calls these, and a copy at
-// each call site costs several times their size in flash (README,
-// Architecture, has the figures).
+// each call site costs several times their size in flash (ARCHITECTURE.md
+// has the figures).
 unsafe impl GlobalAlloc for SpareBlocks {
     #[inline(never)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

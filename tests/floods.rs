@@ -1,6 +1,6 @@
 //! Floods of hostile clients against the TLS build with the default
 //! configuration (one worker, `max-connections 1024`): the server's memory
-//! stays under the ceiling the README states, computed here from the same
+//! stays under the ceiling SECURITY.md states, computed here from the same
 //! bounds (`src/limits.rs`), and a normal client is still served while the
 //! flood holds. Each flood is bounded in count and ends with its test.
 #![cfg(feature = "tls")]
@@ -60,7 +60,7 @@ const PER_WORKER: usize = BODY_BUDGET
     + FRAMES_KEEP * 6 * 1024
     + TLS_SESSIONS * 1024;
 
-/// The README's ceiling in KiB for `n` connections over a server that was
+/// SECURITY.md's ceiling in KiB for `n` connections over a server that was
 /// `base` KiB when idle (one worker).
 fn ceiling_kib(base: u64, n: usize) -> u64 {
     let most = PER_WORKER + PROXY_MAX * PER_PROXIED + CGI_MAX * PER_SCRIPT + n * PER_CONNECTION;
@@ -220,7 +220,7 @@ fn flood_with<C>(
     let started = Instant::now();
     let held: Vec<C> = (0..n).filter_map(|_| one(&s)).collect();
     let set_up = started.elapsed();
-    // Served while the flood holds: the second is the README's figure on an
+    // Served while the flood holds: the second is ARCHITECTURE.md's figure on an
     // idle machine; the deadline stays far under the head timeout, after
     // which the flood would be gone by itself.
     let start = Instant::now();

@@ -1,6 +1,10 @@
 # Result counting shared by the shell tests: `ok DESC`, `bad DESC`,
 # `check DESC COMMAND...` (ok when the command succeeds, else bad and
 # status 1), `not COMMAND...`. Each test ends with "N passed, M failed".
+# `skip REASON` says what was not checked for want of an input: a line
+# "skip - REASON", also appended to $MARMOSET_SKIP_LOG when tests/run.sh sets
+# it (its summary names them); a test that could check nothing of what it is
+# for exits $SKIPPED after it, which tests/run.sh counts as skipped.
 # Source it after `cd` to the repository root.
 # shellcheck shell=sh
 
@@ -13,6 +17,12 @@ check() {
 	if "$@"; then ok "$d"; else bad "$d"; return 1; fi
 }
 not() { ! "$@"; }
+# shellcheck disable=SC2034 # read by the scripts that source this file
+SKIPPED=77
+skip() {
+	echo "skip - $*"
+	[ -z "${MARMOSET_SKIP_LOG:-}" ] || printf '%s\n' "$*" >>"$MARMOSET_SKIP_LOG"
+}
 # A TCP port free on 127.0.0.1 and ::1 now, chosen by the kernel (from its
 # ephemeral range, which it hands out in turn), for a server started next.
 free_port() {

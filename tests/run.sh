@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone (as root): installs every package,
 # rustup target and component it uses, then runs each stage and ends with
-# one line, "N passed, M failed", over the stages. A failed stage does not
-# stop the others; the exit status is non-zero if any failed.
+# one line, "N passed, M failed, K skipped", over the stages. A failed stage
+# does not stop the others; the exit status is non-zero if any failed. A
+# stage is skipped, not passed, when its inputs are missing (upstream trees
+# that are never fetched): it exits 77 ($SKIPPED of tests/results.sh). Its
+# tests say why with a "skip - REASON" line, and the line before the count
+# names each skipped stage, and each passed one that skipped a part, with
+# those reasons.
 #
 #   tests/run.sh                 everything (what .ci/run calls)
 #   tests/run.sh unit cgi        only the named stages (see `stages` below)
@@ -49,7 +54,7 @@ install_everything() {
 stage_lint() {
 	local internal
 	internal=$(git grep -nIE '\bissues? #?[0-9]+\b|the brief\b|work in progress' -- \
-		README.md ARCHITECTURE.md CONFIGURATION.md board tests src fuzz bench init rootfs-overlay .cargo Cross.toml Cargo.toml ':!tests/run.sh')
+		README.md ARCHITECTURE.md CONFIGURATION.md SECURITY.md board tests src fuzz bench init rootfs-overlay .cargo Cross.toml Cargo.toml ':!tests/run.sh')
 	if [ -n "$internal" ]; then
 		echo "internal references in the project's files:"
 		echo "$internal"
@@ -60,9 +65,11 @@ stage_lint() {
 		cargo clippy --all-targets --locked --features tls,ubus -- -D warnings
 }
 
-# No import cycle among the modules of src/, nor among its folders (the layers).
+# No import cycle among the modules of src/, nor among its folders (the layers);
+# ARCHITECTURE.md's layer and tests tables name every source and test file.
 stage_layers() {
-	python3 tests/layers.py --self-test && python3 tests/layers.py
+	python3 tests/layers.py --self-test && python3 tests/layers.py &&
+		python3 tests/doc_tables.py --self-test && python3 tests/doc_tables.py
 }
 
 # Unit tests and every integration test against the native debug binary,
@@ -82,7 +89,7 @@ stage_ui() {
 
 # The release build, and the TLS tests against the optimised TLS build, as
 # it ships: a panic on a garbage handshake record showed only there. The
-# floods check the README's memory ceiling on the build it is stated for.
+# floods check SECURITY.md's memory ceiling on the build it is stated for.
 stage_release() {
 	local tls=${CARGO_TARGET_DIR:-target}/release-tls
 	cargo build --release --locked &&
@@ -91,13 +98,30 @@ stage_release() {
 		MARMOSET_BIN=$tls/release/marmoset cargo test --locked --features tls --test tls --test floods
 }
 
+# part CMD [ARG...]: one part of a stage; then parts_status: 1 if a part
+# failed, 77 if every part was skipped (exit 77), else 0.
+part_failed=0 part_ran=0
+part() {
+	"$@"
+	case $? in
+	0) part_ran=1 ;;
+	77) ;;
+	*) part_ran=1 part_failed=1 ;;
+	esac
+}
+parts_status() {
+	local failed=$part_failed ran=$part_ran
+	part_failed=0 part_ran=0
+	[ "$failed" = 0 ] || return 1
+	[ "$ran" = 1 ] || return 77
+}
+
 stage_init() {
-	local rc=0
-	tests/init/sysv.sh || rc=1
-	tests/init/procd.sh || rc=1
-	tests/init/uhttpd.sh || rc=1
-	tests/init/packaging.sh || rc=1
-	return $rc
+	part tests/init/sysv.sh
+	part tests/init/procd.sh
+	part tests/init/uhttpd.sh
+	part tests/init/packaging.sh
+	parts_status
 }
 
 # The image-builder packages under the builders' own tools (board/README.md):
@@ -110,11 +134,10 @@ stage_init() {
 # OPENWRT_DIR is set. The Buildroot and Yocto trees come from
 # ../shared/upstream (or BUILDROOT_DIR, OE_CORE_DIR, BITBAKE_DIR).
 stage_packaging() {
-	local rc=0
-	tests/packaging/buildroot.sh || rc=1
-	tests/packaging/yocto.sh || rc=1
-	tests/packaging/openwrt.sh || rc=1
-	return $rc
+	part tests/packaging/buildroot.sh
+	part tests/packaging/yocto.sh
+	part tests/packaging/openwrt.sh
+	parts_status
 }
 
 # The ubus endpoint answer for answer against uhttpd's, on a real ubusd and rpcd with LuCI's plugins
@@ -224,26 +247,56 @@ stages=(lint layers unit ui release init packaging browser luci build_std cross 
 [ $# -gt 0 ] && stages=("$@")
 
 started=$(date +%s)
-passed=0 failed=0 failures=()
+passed=0 failed=0 skipped=0 failures=() skips=() partly=()
 say "install"
 if ! install_everything; then
 	echo "installing the test dependencies failed"
-	echo "0 passed, 1 failed"
+	echo "0 passed, 1 failed, 0 skipped"
 	exit 1
 fi
+# reasons FILE: the skip reasons a stage's tests wrote, on one line.
+reasons() {
+	[ -s "$1" ] && awk 'NR > 1 { printf "; " } { printf "%s", $0 }' "$1"
+}
+export MARMOSET_SKIP_LOG
 for s in "${stages[@]}"; do
 	say "stage $s"
 	t0=$(date +%s)
-	if "stage_$s"; then
+	MARMOSET_SKIP_LOG=$PWD/tests/out/skipped-$s.txt
+	: >"$MARMOSET_SKIP_LOG"
+	"stage_$s"
+	rc=$?
+	why=$(reasons "$MARMOSET_SKIP_LOG")
+	case $rc in
+	0)
 		passed=$((passed + 1))
 		result=ok
-	else
+		[ -z "$why" ] || { partly+=("$s ($why)"); result="ok (parts skipped)"; }
+		;;
+	77)
+		skipped=$((skipped + 1))
+		skips+=("$s (${why:-no reason given})")
+		result=skipped
+		;;
+	*)
 		failed=$((failed + 1))
 		failures+=("$s")
 		result=FAILED
-	fi
+		;;
+	esac
 	echo "=== stage $s: $result in $(($(date +%s) - t0)) s"
 done
 say "done in $(($(date +%s) - started)) s; failed stages: ${failures[*]:-none}"
-echo "$passed passed, $failed failed"
+join() { # ITEM...: the items joined by ", "
+	local out="" x
+	for x in "$@"; do out+="${out:+, }$x"; done
+	echo "$out"
+}
+if [ ${#skips[@]} -gt 0 ] || [ ${#partly[@]} -gt 0 ]; then
+	line="skipped stages: $(join "${skips[@]}")"
+	[ ${#skips[@]} -gt 0 ] || line+="none"
+	[ ${#partly[@]} -eq 0 ] || line+="; passed with parts skipped: $(join "${partly[@]}")"
+	echo "$line"
+fi
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -93,6 +93,65 @@ apt_install() {
     fail "could not install $*"
 }
 
+# 0. README.md's first command, as a new user runs it (started in step 7): from the repository root, the demo
+#    tree by its relative path, on the README's address. The command is read out of the
+#    "## Two commands" section (its first indented `cargo run` line) so that the test follows
+#    the README; it may hold only plain words (no quotes, no shell syntax), so splitting it on
+#    blanks runs exactly what a shell would.
+readme=$(awk '/^## / { s = ($0 == "## Two commands") } s && /^    cargo run / { sub(/^    /, ""); print; exit }' README.md)
+[ -n "$readme" ] || fail "no indented 'cargo run ...' line in README.md's '## Two commands' section"
+case "$readme" in
+  *[!A-Za-z0-9\ ./:_=-]*) fail "README.md's first command has characters beyond plain words: $readme" ;;
+esac
+set -f
+# shellcheck disable=SC2086 # split into words on purpose (checked above: plain words only)
+set -- $readme
+set +f
+# The address and the backend's socket: the flag, else the config file the command names.
+listen=''
+conf=''
+prev=''
+for a in "$@"; do
+  case $prev in
+    --listen) listen=$a ;;
+    --config) conf=$a ;;
+  esac
+  prev=$a
+done
+if [ -z "$listen" ] && [ -n "$conf" ]; then
+  [ -r "$conf" ] || fail "README.md's first command names $conf, which is not readable"
+  listen=$(awk '$1 == "listen" && NF == 2 { print $2; exit }' "$conf")
+fi
+case "$listen" in
+  *:[0-9]*) ;;
+  *) fail "README.md's first command has no '--listen HOST:PORT' and its config no 'listen HOST:PORT': $readme" ;;
+esac
+backend_sock=''
+[ -n "$conf" ] && backend_sock=$(awk '$1 == "proxy" && $3 ~ /^unix:/ { sub(/^unix:/, "", $3); print $3; exit }' "$conf")
+[ -n "$backend_sock" ] || fail "README.md's first command's config ($conf) has no 'proxy PREFIX unix:SOCKET' line"
+# The README's backend command, read like the first one.
+backend_cmd=$(awk '/^## / { s = ($0 == "## Two commands") } s && /^    python3 board\/demo\/backend\.py/ { sub(/^    /, ""); print; exit }' README.md)
+[ -n "$backend_cmd" ] || fail "no indented 'python3 board/demo/backend.py' line in README.md's '## Two commands' section"
+case "$backend_cmd" in
+  *[!A-Za-z0-9\ ./:_=-]*) fail "README.md's backend command has characters beyond plain words: $backend_cmd" ;;
+esac
+url="http://$listen"
+readme_port=${listen##*:}
+echo "README.md's first command: $readme" >&2
+
+# Nothing may listen there already: the test would load another server's page. The usual
+# cause is the demo of README.md's first command still running.
+port_free_or_fail() {
+  busy=$(ss -Hltn "sport = :$readme_port" 2>/dev/null)
+  curl -s -o /dev/null --max-time 2 "$url/"
+  rc=$?
+  if [ -n "$busy" ] || [ "$rc" != 7 ]; then
+    [ -n "$busy" ] || busy="curl $url/ got an answer (exit $rc)"
+    fail "port $readme_port is busy, so README.md's first command cannot be checked there: stop what listens on it (the demo of README.md's first command, if it still runs) and run again: $busy"
+  fi
+}
+port_free_or_fail
+
 # 1. Tools: Debian's chromium, node, the pinned playwright-core.
 [ -x /usr/bin/chromium ] || apt_install chromium
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then apt_install nodejs npm; fi
@@ -170,42 +229,6 @@ ui "http://127.0.0.1:$port" -live 'with the shipped status script' \
 stop_group "$pid" || fail "marmoset (process group $pid) did not stop"
 pid='' log=''
 
-# 7. README.md's first command, as a new user runs it: from the repository root, the demo
-#    tree by its relative path, on the README's address. The command is read out of the
-#    "## Two commands" section (its first indented `cargo run` line) so that the test follows
-#    the README; it may hold only plain words (no quotes, no shell syntax), so splitting it on
-#    blanks runs exactly what a shell would.
-readme=$(awk '/^## / { s = ($0 == "## Two commands") } s && /^    cargo run / { sub(/^    /, ""); print; exit }' README.md)
-[ -n "$readme" ] || fail "no indented 'cargo run ...' line in README.md's '## Two commands' section"
-case "$readme" in
-  *[!A-Za-z0-9\ ./:_=-]*) fail "README.md's first command has characters beyond plain words: $readme" ;;
-esac
-set -f
-# shellcheck disable=SC2086 # split into words on purpose (checked above: plain words only)
-set -- $readme
-set +f
-# The address and the backend's socket: the flag, else the config file the command names.
-listen=''
-conf=''
-prev=''
-for a in "$@"; do
-  case $prev in
-    --listen) listen=$a ;;
-    --config) conf=$a ;;
-  esac
-  prev=$a
-done
-if [ -z "$listen" ] && [ -n "$conf" ]; then
-  [ -r "$conf" ] || fail "README.md's first command names $conf, which is not readable"
-  listen=$(awk '$1 == "listen" && NF == 2 { print $2; exit }' "$conf")
-fi
-case "$listen" in
-  *:[0-9]*) ;;
-  *) fail "README.md's first command has no '--listen HOST:PORT' and its config no 'listen HOST:PORT': $readme" ;;
-esac
-backend_sock=''
-[ -n "$conf" ] && backend_sock=$(awk '$1 == "proxy" && $3 ~ /^unix:/ { sub(/^unix:/, "", $3); print $3; exit }' "$conf")
-[ -n "$backend_sock" ] || fail "README.md's first command's config ($conf) has no 'proxy PREFIX unix:SOCKET' line"
 # The demo user the README names, checked against the config's htpasswd file.
 demo_user=admin demo_pass=marmoset
 grep -qF "user \`$demo_user\`, password \`$demo_pass\`" README.md ||
@@ -213,25 +236,15 @@ grep -qF "user \`$demo_user\`, password \`$demo_pass\`" README.md ||
 htfile=$(awk '$1 == "auth" { print $NF; exit }' "$conf")
 htpasswd -vb "$htfile" "$demo_user" "$demo_pass" > /dev/null 2>&1 ||
   fail "$htfile does not hold $demo_user with the README's password"
-# The README's backend command, read like the first one.
-backend_cmd=$(awk '/^## / { s = ($0 == "## Two commands") } s && /^    python3 board\/demo\/backend\.py/ { sub(/^    /, ""); print; exit }' README.md)
-[ -n "$backend_cmd" ] || fail "no indented 'python3 board/demo/backend.py' line in README.md's '## Two commands' section"
-case "$backend_cmd" in
-  *[!A-Za-z0-9\ ./:_=-]*) fail "README.md's backend command has characters beyond plain words: $backend_cmd" ;;
-esac
+
+# 7. README.md's first command, as read in step 0 (ui() has used $url since); its port checked
+#    again, as runs 1 and 2 took time.
 url="http://$listen"
-readme_port=${listen##*:}
-echo "README.md's first command: $readme" >&2
-
-# Nothing may listen there already: the test would load another server's page.
-busy=$(ss -Hltn "sport = :$readme_port" 2>/dev/null)
-curl -s -o /dev/null --max-time 2 "$url/"
-rc=$?
-if [ -n "$busy" ] || [ "$rc" != 7 ]; then
-  [ -n "$busy" ] || busy="curl $url/ got an answer (exit $rc)"
-  fail "port $readme_port is busy, the README's command cannot be checked there: $busy"
-fi
-
+port_free_or_fail
+set -f
+# shellcheck disable=SC2086 # split into words on purpose (checked in step 0: plain words only)
+set -- $readme
+set +f
 # The build first (as cargo run would), so that the deadline below is for starting only.
 cargo build --release >&2 || fail "cargo build --release failed"
 start_server "$tmp/readme.log" "$@"

@@ -351,11 +351,11 @@ stop
 OW=${OPENWRT_DIR:-}
 ST=${OPENWRT_STACK_DIR:-}
 if [ -z "$OW" ] || [ ! -f "$OW/package/base-files/files/etc/rc.common" ]; then
-	echo "skip - no OpenWrt tree (set OPENWRT_DIR): the script not run under OpenWrt's rc.common, functions.sh and procd.sh"
+	skip "no OpenWrt tree (set OPENWRT_DIR): the script not run under OpenWrt's rc.common, functions.sh and procd.sh"
 elif [ ! -x "$ST/prefix/usr/bin/uci" ] || [ ! -x "$ST/prefix/usr/bin/jshn" ] || [ ! -f "$ST/src/libubox/sh/jshn.sh" ]; then
-	echo "skip - no uci and jshn built from OpenWrt's sources (set OPENWRT_STACK_DIR): the script not run under OpenWrt's rc.common"
+	skip "no uci and jshn built from OpenWrt's sources (set OPENWRT_STACK_DIR): the script not run under OpenWrt's rc.common"
 elif [ "$(id -u)" != 0 ] || ! command -v busybox >/dev/null; then
-	echo "skip - the chroot needs root and busybox: the script not run under OpenWrt's rc.common"
+	skip "the chroot needs root and busybox: the script not run under OpenWrt's rc.common"
 else
 	R=$TMP/root
 	mkdir -p "$R/bin" "$R/sbin" "$R/usr/bin" "$R/lib/functions" "$R/lib/config" "$R/usr/share/libubox" \

@@ -15,22 +15,22 @@
 # OPENWRT_STACK_PASSWORD: root's password in that shadow (default marmoset).
 # MARMOSET_UBUS_BIN: a marmoset built with `--features ubus`; by default the `tls,ubus` build
 # marmoset-uhttpd ships, in $CARGO_TARGET_DIR/release-tls-ubus (built when out of date).
-# Skips with one line when OPENWRT_STACK_DIR is unset or not run as root. Last line: "N passed,
+# Skips with one line and exit 77 when OPENWRT_STACK_DIR is unset or not run as root. Last line: "N passed,
 # M failed"; exit 1 if any failed.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd -P)
 cd "$repo" || exit 1
-stack=${OPENWRT_STACK_DIR:-}
-if [ -z "$stack" ]; then
-	echo "skip - no OpenWrt web stack (set OPENWRT_STACK_DIR): marmoset's ubus endpoint not compared with uhttpd's"
-	exit 0
-fi
-if [ "$(id -u)" != 0 ]; then
-	echo "skip - not root (a mount namespace and chroot are needed): ubus endpoint not compared with uhttpd's"
-	exit 0
-fi
 # shellcheck source=tests/results.sh
 . tests/results.sh
+stack=${OPENWRT_STACK_DIR:-}
+if [ -z "$stack" ]; then
+	skip "no OpenWrt web stack (set OPENWRT_STACK_DIR): marmoset's ubus endpoint not compared with uhttpd's"
+	exit "$SKIPPED"
+fi
+if [ "$(id -u)" != 0 ]; then
+	skip "not root (a mount namespace and chroot are needed): ubus endpoint not compared with uhttpd's"
+	exit "$SKIPPED"
+fi
 root=$stack/root
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 missing=""

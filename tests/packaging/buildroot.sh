@@ -32,14 +32,17 @@
 # (default /tmp/marmoset-buildroot; kept between runs, so warm runs rebuild
 # little). It must be outside the checkout, like Buildroot's output directory
 # should be: cargo reads the .cargo/config.toml of every parent directory.
-# Last line: "N passed, M failed"; exit 1 if any failed.
+# Last line: "N passed, M failed"; exit 1 if any failed; without the tree, one
+# "skip - " line and exit 77 (skipped).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd -P)
 cd "$repo" || exit 1
+# shellcheck source=tests/results.sh
+. tests/results.sh
 BR=${BUILDROOT_DIR:-$repo/../shared/upstream/buildroot-2026.02.3}
 if [ ! -f "$BR/Makefile" ] || [ ! -x "$BR/utils/check-package" ]; then
-	echo "skip - no Buildroot tree at $BR (set BUILDROOT_DIR): Buildroot checks not run"
-	exit 0
+	skip "no Buildroot tree at $BR (set BUILDROOT_DIR): Buildroot checks not run"
+	exit "$SKIPPED"
 fi
 BR=$(cd "$BR" && pwd -P)
 EXT=$repo/board/buildroot
@@ -55,8 +58,6 @@ unset RUSTFLAGS CARGO_BUILD_RUSTFLAGS RUSTC_WRAPPER CARGO_BUILD_RUSTC_WRAPPER CA
 # Buildroot's downloads would go under the (read-only) tree: point them here.
 export BR2_DL_DIR=$work/dl
 
-# shellcheck source=tests/results.sh
-. tests/results.sh
 note() { echo "note - $*"; }
 # shellcheck disable=SC2317 # called through check
 quiet() { "$@" >/dev/null; } # a command whose output is not the test's

@@ -32,16 +32,18 @@
 #   [OPENWRT_LUCI_DIR=/tmp/luci] tests/packaging/openwrt.sh
 # OPENWRT_DIR is written to (feeds.conf, feeds/, package/feeds/, tmp/,
 # .config, the host's scripts/config): use a scratch tree. Skips with one
-# line when either tree is absent. MARMOSET_OW_WORK: work directory (default
+# line and exit 77 (skipped) when either tree is absent. MARMOSET_OW_WORK: work directory (default
 # /tmp/marmoset-openwrt). Last line: "N passed, M failed"; exit 1 if any failed.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd -P)
 cd "$repo" || exit 1
+# shellcheck source=tests/results.sh
+. tests/results.sh
 OW=${OPENWRT_DIR:-}
 PK=${OPENWRT_PACKAGES_DIR:-}
 if [ -z "$OW" ] || [ ! -x "$OW/scripts/feeds" ] || [ -z "$PK" ] || [ ! -f "$PK/lang/rust/rust-package.mk" ]; then
-	echo "skip - no OpenWrt tree and packages feed (set OPENWRT_DIR and OPENWRT_PACKAGES_DIR): OpenWrt checks not run"
-	exit 0
+	skip "no OpenWrt tree and packages feed (set OPENWRT_DIR and OPENWRT_PACKAGES_DIR): OpenWrt checks not run"
+	exit "$SKIPPED"
 fi
 OW=$(cd "$OW" && pwd -P)
 PK=$(cd "$PK" && pwd -P)
@@ -50,8 +52,6 @@ rm -rf "$work"
 mkdir -p "$work/feed" "$work/dl"
 export LC_ALL=C
 
-# shellcheck source=tests/results.sh
-. tests/results.sh
 note() { echo "note - $*"; }
 same() { [ "$1" = "$2" ]; }
 has() { case $1 in *"$2"*) ;; *) return 1 ;; esac; } # has STRING PART
@@ -193,7 +193,7 @@ if [ -n "$LU" ]; then
 			cfgs CONFIG_PACKAGE_luci-base=y CONFIG_PACKAGE_cgi-io=y CONFIG_PACKAGE_rpcd=y
 	done
 else
-	echo "skip - no LuCI feed (set OPENWRT_LUCI_DIR): the image with LuCI and marmoset-uhttpd not checked"
+	skip "no LuCI feed (set OPENWRT_LUCI_DIR): the image with LuCI and marmoset-uhttpd not checked"
 fi
 
 # The release step: the tarball's hash written by OpenWrt's fixup.
