@@ -769,6 +769,40 @@ fn auth_and_deny_cover_the_forms_a_backend_routes_to_the_same_handler() {
     assert_eq!(backend.seen().len(), 3);
 }
 
+/// Tomcat and Jetty drop `;...` from every path segment and merge the empty
+/// segments that leaves: `/api/;/settings` is `/api/settings` to them. The
+/// rules cover that spelling too, and the backend never sees it without
+/// the password or past the deny rule.
+#[test]
+fn auth_and_deny_cover_paths_with_empty_or_parameter_segments() {
+    let users = TempDir::new("users");
+    let hash = tool("openssl", &["passwd", "-6", "-salt", "rulesalt", "pw"]);
+    let file = users.write("htpasswd", format!("admin:{hash}\n"));
+    let backend = common::backend::Backend::unix(common::backend::echo);
+    let realm = format!("/api/settings \"Device\" {}", file.display());
+    let s = backend.server(&["--auth", &realm, "--deny", "/api/admin all"]);
+    let get = |path: &str| status_of(&s, "GET", path, "t", &[]);
+    for path in [
+        "/api/;/settings",
+        "/api/;jsessionid=1/settings",
+        "/api;x/settings",
+        "/;/api/%3B/settings",
+        "/api/;a;b/;/Settings;c",
+    ] {
+        assert_eq!(get(path), 401, "{path}");
+    }
+    for path in ["/api/;/admin", "/api/;x/admin/users", "/api;/;/ADMIN;y"] {
+        assert_eq!(get(path), 403, "{path}");
+    }
+    assert!(backend.seen().is_empty(), "{:?}", backend.seen());
+    let r = s.get("/api/;x/settings", &[&basic("admin", "pw")]);
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "GET /api/;x/settings HTTP/1.1\n")
+    );
+    assert_eq!(get("/api/;/status"), 200);
+}
+
 /// A prefix with a trailing slash covers the name before it with any tail
 /// that does not continue the name; an allow rule covers only what it names,
 /// so a loose match cannot open what the deny rule after it closes.
