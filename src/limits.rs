@@ -112,6 +112,13 @@ pub const MAX_LOCAL_REDIRECTS: u32 = 5;
 pub const AUTH_CACHE_TTL: Duration = Duration::from_secs(60);
 pub const AUTH_CACHE_MAX: usize = 256;
 
+/// The longest Basic auth user name and password checked, in bytes; longer
+/// ones get 401 without hashing, as a wrong password does. The sha-crypt
+/// and MD5-based formats cost time in proportion to the password's length
+/// (a 5 KB one costs several times a short one), and no person types 256
+/// bytes; bcrypt reads only the first 72.
+pub const AUTH_MAX_CREDENTIAL: usize = 256;
+
 /// Checks of wrong passwords from one client (an IPv4 address, or an IPv6
 /// /64) within `AUTH_FAIL_WINDOW`, whatever the user names, before every
 /// Basic auth request from it gets 429 for the rest of the window; across

@@ -626,6 +626,44 @@ fn hashing_runs_on_a_bounded_pool() {
     assert_eq!(s.get("/admin/", &[&basic("other", "pw-other")]).status, 200);
 }
 
+/// A password or user name longer than anyone types (over 256 bytes) gets
+/// 401 with no hash computed, as the sha-crypt formats cost time in
+/// proportion to it; a password of 256 bytes is still checked.
+#[test]
+fn absurdly_long_credentials_get_401_without_hashing() {
+    let root = TempDir::new("long-auth");
+    root.write("admin/index.html", "admin page");
+    let longest = "p".repeat(256);
+    let file = root.write(
+        ".htpasswd",
+        format!(
+            "owner:{}\n",
+            tool("openssl", &["passwd", "-6", "-salt", "longsalt", &longest])
+        ),
+    );
+    let realm = format!("/admin/ \"Device admin\" {}", file.display());
+    let s = Server::start_in(root, &["--auth", &realm, "--log-level", "debug"]);
+    let status = |user: &str, password: &str| s.get("/admin/", &[&basic(user, password)]).status;
+    assert_eq!(status("owner", &"p".repeat(257)), 401);
+    assert_eq!(status("owner", &"p".repeat(5400)), 401);
+    assert_eq!(status(&"o".repeat(257), "pw"), 401);
+    assert_eq!(status("owner", &longest), 200);
+    // A line logged after every answer marks the log's end (malformed
+    // credentials are not verified).
+    assert_eq!(s.get("/admin/", &["Authorization: Basic !!!"]).status, 401);
+    assert!(s.wait_log("malformed credentials", Duration::from_secs(10)));
+    assert_eq!(
+        s.log_text().matches("auth: verifying a password").count(),
+        1,
+        "{}",
+        s.log_text()
+    );
+    // Counted as wrong guesses: two more reach the limit of five.
+    assert_eq!(status("owner", "guess1"), 401);
+    assert_eq!(status("owner", "guess2"), 401);
+    assert_eq!(status("owner", "guess3"), 429);
+}
+
 /// One request on a kept-alive connection, reconnecting if the server closed it.
 fn on(s: &Server, c: &mut std::net::TcpStream, header: &str) -> u16 {
     use std::io::Write;
