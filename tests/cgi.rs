@@ -278,6 +278,21 @@ fn header_names_with_underscores_are_dropped() {
     assert!(!out.contains("HTTP_X_CUSTOM=1"), "{out}");
 }
 
+/// A script's user is `REMOTE_USER`, set only by an `auth` realm, and its
+/// method `REQUEST_METHOD`: the fields a framework could take for either
+/// are never made `HTTP_*` variables.
+#[test]
+fn user_and_method_claims_never_reach_a_script() {
+    let s = start(&[]);
+    let out = env_of(
+        &s,
+        "GET /cgi-bin/env HTTP/1.1\r\nHost: t\r\nRemote-User: claimed-user\r\nX-Remote-User: claimed-user\r\nX-Auth-Request-User: claimed-user\r\nX-HTTP-Method-Override: DELETE\r\nX-Custom: yes\r\nConnection: close\r\n\r\n",
+    );
+    assert!(!out.contains("claimed-user"), "{out}");
+    assert!(!out.contains("DELETE"), "{out}");
+    assert!(out.contains("\nHTTP_X_CUSTOM=yes\n"), "{out}");
+}
+
 #[test]
 fn output_is_streamed_and_framed_so_keep_alive_survives() {
     let s = start(&[]);
