@@ -84,7 +84,8 @@ pub const TICK: Duration = Duration::from_millis(250);
 /// past this, lines are made per response (correct, only slower).
 pub const KEPT_RULE_LINES: usize = 64;
 
-/// Longest chunk-size or trailer line of a chunked body.
+/// Longest chunk-size line (with its extensions) of a chunked body; its
+/// trailer lines are held to `MAX_TRAILERS` only.
 pub const MAX_CHUNK_LINE: usize = 4096;
 
 /// Longest trailer section of a chunked request body; past it: 413. A

@@ -261,6 +261,18 @@ fn extensions_and_trailers_count_toward_the_body_limit() {
         out.starts_with("HTTP/1.1 413 "),
         "a large trailer section: {out}"
     );
+    // The same size in one field.
+    let out = s.raw(
+        format!(
+            "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Pad: {}\r\n\r\n",
+            "p".repeat(9 * 1024)
+        )
+        .as_bytes(),
+    );
+    assert!(
+        out.starts_with("HTTP/1.1 413 "),
+        "a large trailer section in one line: {out}"
+    );
     s.assert_healthy();
 }
 
