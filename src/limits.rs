@@ -85,7 +85,8 @@ pub const TICK: Duration = Duration::from_millis(250);
 /// past this, lines are made per response (correct, only slower).
 pub const KEPT_RULE_LINES: usize = 64;
 
-/// Longest chunk-size or trailer line of a chunked body.
+/// Longest chunk-size line (with its extensions) of a chunked body; its
+/// trailer lines are held to `MAX_TRAILERS` only.
 pub const MAX_CHUNK_LINE: usize = 4096;
 
 /// Longest trailer section of a chunked request body; past it: 413. A
@@ -112,6 +113,13 @@ pub const MAX_LOCAL_REDIRECTS: u32 = 5;
 /// remembered login costs no hash.
 pub const AUTH_CACHE_TTL: Duration = Duration::from_secs(60);
 pub const AUTH_CACHE_MAX: usize = 256;
+
+/// The longest Basic auth user name and password checked, in bytes; longer
+/// ones get 401 without hashing, as a wrong password does. The sha-crypt
+/// and MD5-based formats cost time in proportion to the password's length
+/// (a 5 KB one costs several times a short one), and no person types 256
+/// bytes; bcrypt reads only the first 72.
+pub const AUTH_MAX_CREDENTIAL: usize = 256;
 
 /// Checks of wrong passwords from one client (an IPv4 address, or an IPv6
 /// /64) within `AUTH_FAIL_WINDOW`, whatever the user names, before every

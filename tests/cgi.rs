@@ -261,6 +261,18 @@ fn extensions_and_trailers_count_toward_the_body_limit() {
         out.starts_with("HTTP/1.1 413 "),
         "a large trailer section: {out}"
     );
+    // The same size in one field.
+    let out = s.raw(
+        format!(
+            "POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Pad: {}\r\n\r\n",
+            "p".repeat(9 * 1024)
+        )
+        .as_bytes(),
+    );
+    assert!(
+        out.starts_with("HTTP/1.1 413 "),
+        "a large trailer section in one line: {out}"
+    );
     s.assert_healthy();
 }
 
@@ -276,6 +288,21 @@ fn header_names_with_underscores_are_dropped() {
     assert!(!out.contains("6.6.6.6"), "{out}");
     assert!(out.contains("\nHTTP_X_CUSTOM=yes\n"), "{out}");
     assert!(!out.contains("HTTP_X_CUSTOM=1"), "{out}");
+}
+
+/// A script's user is `REMOTE_USER`, set only by an `auth` realm, and its
+/// method `REQUEST_METHOD`: the fields a framework could take for either
+/// are never made `HTTP_*` variables.
+#[test]
+fn user_and_method_claims_never_reach_a_script() {
+    let s = start(&[]);
+    let out = env_of(
+        &s,
+        "GET /cgi-bin/env HTTP/1.1\r\nHost: t\r\nRemote-User: claimed-user\r\nX-Remote-User: claimed-user\r\nX-Auth-Request-User: claimed-user\r\nX-HTTP-Method-Override: DELETE\r\nX-Custom: yes\r\nConnection: close\r\n\r\n",
+    );
+    assert!(!out.contains("claimed-user"), "{out}");
+    assert!(!out.contains("DELETE"), "{out}");
+    assert!(out.contains("\nHTTP_X_CUSTOM=yes\n"), "{out}");
 }
 
 #[test]

@@ -626,6 +626,44 @@ fn hashing_runs_on_a_bounded_pool() {
     assert_eq!(s.get("/admin/", &[&basic("other", "pw-other")]).status, 200);
 }
 
+/// A password or user name longer than anyone types (over 256 bytes) gets
+/// 401 with no hash computed, as the sha-crypt formats cost time in
+/// proportion to it; a password of 256 bytes is still checked.
+#[test]
+fn absurdly_long_credentials_get_401_without_hashing() {
+    let root = TempDir::new("long-auth");
+    root.write("admin/index.html", "admin page");
+    let longest = "p".repeat(256);
+    let file = root.write(
+        ".htpasswd",
+        format!(
+            "owner:{}\n",
+            tool("openssl", &["passwd", "-6", "-salt", "longsalt", &longest])
+        ),
+    );
+    let realm = format!("/admin/ \"Device admin\" {}", file.display());
+    let s = Server::start_in(root, &["--auth", &realm, "--log-level", "debug"]);
+    let status = |user: &str, password: &str| s.get("/admin/", &[&basic(user, password)]).status;
+    assert_eq!(status("owner", &"p".repeat(257)), 401);
+    assert_eq!(status("owner", &"p".repeat(5400)), 401);
+    assert_eq!(status(&"o".repeat(257), "pw"), 401);
+    assert_eq!(status("owner", &longest), 200);
+    // A line logged after every answer marks the log's end (malformed
+    // credentials are not verified).
+    assert_eq!(s.get("/admin/", &["Authorization: Basic !!!"]).status, 401);
+    assert!(s.wait_log("malformed credentials", Duration::from_secs(10)));
+    assert_eq!(
+        s.log_text().matches("auth: verifying a password").count(),
+        1,
+        "{}",
+        s.log_text()
+    );
+    // Counted as wrong guesses: two more reach the limit of five.
+    assert_eq!(status("owner", "guess1"), 401);
+    assert_eq!(status("owner", "guess2"), 401);
+    assert_eq!(status("owner", "guess3"), 429);
+}
+
 /// One request on a kept-alive connection, reconnecting if the server closed it.
 fn on(s: &Server, c: &mut std::net::TcpStream, header: &str) -> u16 {
     use std::io::Write;
@@ -767,6 +805,40 @@ fn auth_and_deny_cover_the_forms_a_backend_routes_to_the_same_handler() {
     assert_eq!(get("/api/status"), 200);
     assert_eq!(get("/api/setting"), 200);
     assert_eq!(backend.seen().len(), 3);
+}
+
+/// Tomcat and Jetty drop `;...` from every path segment and merge the empty
+/// segments that leaves: `/api/;/settings` is `/api/settings` to them. The
+/// rules cover that spelling too, and the backend never sees it without
+/// the password or past the deny rule.
+#[test]
+fn auth_and_deny_cover_paths_with_empty_or_parameter_segments() {
+    let users = TempDir::new("users");
+    let hash = tool("openssl", &["passwd", "-6", "-salt", "rulesalt", "pw"]);
+    let file = users.write("htpasswd", format!("admin:{hash}\n"));
+    let backend = common::backend::Backend::unix(common::backend::echo);
+    let realm = format!("/api/settings \"Device\" {}", file.display());
+    let s = backend.server(&["--auth", &realm, "--deny", "/api/admin all"]);
+    let get = |path: &str| status_of(&s, "GET", path, "t", &[]);
+    for path in [
+        "/api/;/settings",
+        "/api/;jsessionid=1/settings",
+        "/api;x/settings",
+        "/;/api/%3B/settings",
+        "/api/;a;b/;/Settings;c",
+    ] {
+        assert_eq!(get(path), 401, "{path}");
+    }
+    for path in ["/api/;/admin", "/api/;x/admin/users", "/api;/;/ADMIN;y"] {
+        assert_eq!(get(path), 403, "{path}");
+    }
+    assert!(backend.seen().is_empty(), "{:?}", backend.seen());
+    let r = s.get("/api/;x/settings", &[&basic("admin", "pw")]);
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "GET /api/;x/settings HTTP/1.1\n")
+    );
+    assert_eq!(get("/api/;/status"), 200);
 }
 
 /// A prefix with a trailing slash covers the name before it with any tail

@@ -222,6 +222,34 @@ fn client_forwarding_fields_and_underscored_names_never_reach_the_backend() {
     assert_eq!(seen.header("x-custom-name"), ["kept"]);
 }
 
+/// Fields an application behind an authenticating proxy takes for the
+/// user, the client's address or the method never reach the backend as the
+/// client sent them.
+#[test]
+fn client_identity_address_and_method_claims_never_reach_the_backend() {
+    let backend = Backend::unix(echo);
+    let server = backend.server(&[]);
+    let claims = [
+        "Remote-User",
+        "X-Remote-User",
+        "X-Auth-Request-User",
+        "X-Cluster-Client-IP",
+        "Client-IP",
+        "X-ProxyUser-Ip",
+        "X-HTTP-Method-Override",
+    ];
+    let mut req = String::from("GET /api/c HTTP/1.1\r\nHost: device.lan\r\n");
+    for name in claims {
+        req.push_str(&format!("{name}: claimed\r\n"));
+    }
+    req.push_str("X-Custom: kept\r\nConnection: close\r\n\r\n");
+    let out = send(&server, &req);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    let seen = backend.seen().pop().unwrap();
+    assert!(!seen.head.contains("claimed"), "{}", seen.head);
+    assert_eq!(seen.header("x-custom"), ["kept"]);
+}
+
 #[test]
 fn a_missing_or_refusing_backend_is_a_502_at_once() {
     let dir = TempDir::new("nosock");

@@ -663,6 +663,70 @@ fn a_key_left_without_its_certificate_gets_one_at_the_next_start() {
     );
 }
 
+/// Flash damage: an empty or cut certificate beside its key gets a new
+/// certificate for that key, as a key left alone does; an empty key gets a
+/// new pair; a cut key is kept aside, never overwritten (it may be all
+/// that is left of the key), and a new pair is made.
+#[test]
+fn an_empty_or_cut_file_of_the_pair_is_made_again_and_no_key_is_lost() {
+    let dir = TempDir::new("damaged");
+    let pair = Pair {
+        cert: dir.path().join("tls/cert.pem"),
+        key: dir.path().join("tls/key.pem"),
+    };
+    drop(Tls::start(&pair, &["--tls-self-signed"]));
+    let key = std::fs::read(&pair.key).unwrap();
+    let cert = std::fs::read(&pair.cert).unwrap();
+    for damaged in [&b""[..], &cert[..cert.len() / 2]] {
+        std::fs::write(&pair.cert, damaged).unwrap();
+        let t = Tls::start(&pair, &["--tls-self-signed"]);
+        assert_eq!(std::fs::read(&pair.key).unwrap(), key, "the key is kept");
+        t.assert_serves();
+        assert_eq!(served_certificate(&t), pem_body(&pair.cert));
+    }
+    std::fs::write(&pair.key, b"").unwrap();
+    let t = Tls::start(&pair, &["--tls-self-signed"]);
+    t.assert_serves();
+    assert_eq!(served_certificate(&t), pem_body(&pair.cert));
+    drop(t);
+    let key = std::fs::read(&pair.key).unwrap();
+    let cut = &key[..key.len() / 2];
+    std::fs::write(&pair.key, cut).unwrap();
+    let t = Tls::start(&pair, &["--tls-self-signed"]);
+    t.assert_serves();
+    assert_eq!(served_certificate(&t), pem_body(&pair.cert));
+    let aside = dir.path().join("tls/key.pem.damaged");
+    assert_eq!(
+        std::fs::read(&aside).unwrap(),
+        cut,
+        "the cut key is kept aside"
+    );
+    assert_ne!(std::fs::read(&pair.key).unwrap(), cut);
+    drop(t);
+    // Cut again: the first one kept aside stays as it is.
+    std::fs::write(&pair.key, b"-----BEGIN PRIVATE KEY-----\nMIGH").unwrap();
+    Tls::start(&pair, &["--tls-self-signed"]).assert_serves();
+    assert_eq!(std::fs::read(&aside).unwrap(), cut);
+    assert_eq!(
+        std::fs::read(dir.path().join("tls/key.pem.damaged.2")).unwrap(),
+        b"-----BEGIN PRIVATE KEY-----\nMIGH"
+    );
+    // A certificate file that holds a key section is never replaced.
+    std::fs::write(&pair.cert, b"-----BEGIN PRIVATE KEY-----\nMIGH").unwrap();
+    let conf = format!(
+        "listen 127.0.0.1:0\nlisten 127.0.0.1:0 tls\ntls-cert {}\ntls-key {}\ntls-self-signed on\n",
+        pair.cert.display(),
+        pair.key.display()
+    );
+    let (status, err) = start_failure(&conf);
+    assert_eq!(status, Some(2), "{err}");
+    assert!(err.contains("m.conf:3: tls-cert: "), "{err}");
+    assert_eq!(
+        std::fs::read(&pair.cert).unwrap(),
+        b"-----BEGIN PRIVATE KEY-----\nMIGH"
+    );
+}
+
 /// A tmpfs of `size` bytes on a new directory, unmounted when dropped.
 struct SmallFs {
     dir: TempDir,

@@ -886,6 +886,68 @@ fn values_cross_the_bus_in_network_byte_order() {
     assert!(a.get("result").at(1).same(&want), "{a:?}");
 }
 
+/// A double is read as the nearest one to its text and written back as
+/// uhttpd writes it (six decimals), so that values six decimals carry read
+/// back as the same double, at the ends of the range too; one out of range
+/// is written as `null`, never as `inf`. Run in the release build as well
+/// (`cargo test --release`): optimized code rounds differently.
+#[test]
+fn doubles_cross_the_endpoint_exactly() {
+    let dir = TempDir::new("ubus-doubles");
+    let bus = UbusStandin::start(&dir);
+    let s = ubus_server(Transport::Plain, &dir, &bus, "");
+    let texts = [
+        "1.7976931348623157e308",
+        "1e308",
+        "8.98846567431158e307",
+        "1.7976931348623158e308",
+        "9007199254740993.0",
+        "123456789012345678901234567890e-10",
+        "-1234.5678",
+        "0.1",
+        "2.2250738585072014e-308",
+        "4.9406564584124654e-324",
+        "3.14159265358979e-100",
+        "7.0e-10",
+    ];
+    let args: Vec<String> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!(r#""d{i}":{t}"#))
+        .collect();
+    let args = format!("{{{}}}", args.join(","));
+    // JSON to blobmsg: the nearest double, byte for byte.
+    let a = call(&s, ADMIN, "test", "describe", &args);
+    for (i, t) in texts.iter().enumerate() {
+        let bytes: String = t
+            .parse::<f64>()
+            .unwrap()
+            .to_be_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            a.get("result").at(1).get(&format!("d{i}")).str(),
+            Some(format!("double {bytes}").as_str()),
+            "{t}"
+        );
+    }
+    // And back: the text the endpoint writes reads as the same double.
+    let a = call(&s, ADMIN, "test", "echo", &args);
+    for (i, t) in texts.iter().enumerate().take(8) {
+        let got = a.get("result").at(1).get(&format!("d{i}"));
+        assert_eq!(got.f64(), t.parse::<f64>().ok(), "{t}: {got:?}");
+    }
+    let a = rpc(
+        &s,
+        &call_body(1, ADMIN, "test", "echo", r#"{"big":1e999,"small":-1e999}"#),
+    );
+    assert_same(
+        a.get("result").at(1),
+        &format!(r#"{{"big":null,"small":null,"ubus_rpc_session":"{ADMIN}"}}"#),
+    );
+}
+
 #[test]
 fn curl_makes_calls_on_one_kept_alive_connection() {
     for t in Transport::all() {

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::cgi::settings::Settings;
 use crate::files::root::Root;
+use crate::http::claims;
 use crate::http::path::CleanPath;
 use crate::http::request::{Field, Request, Version};
 use crate::http::status::Status;
@@ -222,8 +223,12 @@ impl Job {
                     | "CONTENT_LENGTH"
             );
             // `X_Forwarded_For` would pass for `X-Forwarded-For`: a name
-            // with an underscore is dropped, as nginx and Apache do.
-            let plain = !h.name.contains('_');
+            // with an underscore is dropped, as nginx and Apache do. A
+            // script's user is `REMOTE_USER` and its method
+            // `REQUEST_METHOD`: no `HTTP_X_REMOTE_USER` or
+            // `HTTP_X_HTTP_METHOD_OVERRIDE` from the client may stand in.
+            let claim = claims::names_user(h.name) || claims::overrides_method(h.name);
+            let plain = !h.name.contains('_') && !claim;
             if !skip && plain && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
                 env.push((format!("HTTP_{name}"), text(h.value)));
             }

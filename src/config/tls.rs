@@ -123,38 +123,9 @@ impl Settings {
             ));
         };
         if self.self_signed.is_some() {
-            let absent = |f: &FileSetting| matches!(std::fs::metadata(&f.path), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
-            match (absent(cert), absent(key)) {
-                (true, true) => {
-                    self.to_make = Some(ToMake::Pair);
-                    return Ok(None);
-                }
-                (true, false) => {
-                    crate::tls::self_signed::read_key(&key.path)
-                        .map_err(|e| error(&key.origin, "tls-key", e))?;
-                    self.to_make = Some(ToMake::Certificate);
-                    return Ok(Some(error(
-                        &cert.origin,
-                        "tls-cert",
-                        format!(
-                            "{} is missing beside its key {} (a first start cut short while making them); a self-signed certificate is made for that key",
-                            cert.path.display(),
-                            key.path.display()
-                        ),
-                    )));
-                }
-                (false, true) => {
-                    return Err(error(
-                        &key.origin,
-                        "tls-key",
-                        format!(
-                            "{} is missing but its certificate {} exists, and no key can be made for a certificate; put the key back, or remove the certificate to have a new pair made",
-                            key.path.display(),
-                            cert.path.display()
-                        ),
-                    ));
-                }
-                (false, false) => {}
+            if let Some((what, warning)) = to_make(cert, key)? {
+                self.to_make = Some(what);
+                return Ok(warning);
             }
         }
         let pair = match crate::tls::keys::load(&cert.path, &key.path) {
@@ -216,4 +187,105 @@ fn is_name(n: &str) -> bool {
                         .bytes()
                         .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'*')
             }))
+}
+
+/// What `tls-self-signed` makes: a pair when there is no key, or a
+/// certificate for a key found alone (a first start cut short between
+/// writing the two). A file that flash damage emptied or cut counts as
+/// missing, but a certificate file that may hold a key is never
+/// replaced (a cut key is kept aside when the pair is made). None:
+/// nothing to make, the pair is read as given. Some: what to make, with
+/// a warning for the log.
+#[cfg(feature = "tls")]
+fn to_make(
+    cert: &FileSetting,
+    key: &FileSetting,
+) -> Result<Option<(ToMake, Option<ConfigError>)>, ConfigError> {
+    use crate::tls::damage::{self, State};
+    let error = |f: &FileSetting, name: &str, problem: String| ConfigError {
+        origin: f.origin.clone(),
+        key: name.into(),
+        problem,
+    };
+    let (c, k) = (damage::of_cert(&cert.path), damage::of_key(&key.path));
+    let (cp, kp) = (cert.path.display(), key.path.display());
+    // A certificate may be made again only when its file holds no key.
+    let cert_free = c == State::Absent || !damage::may_hold_key(&cert.path);
+    match (c, k) {
+        (State::Absent, State::Absent) => Ok(Some((ToMake::Pair, None))),
+        (State::Absent, State::Good) => {
+            crate::tls::self_signed::read_key(&key.path).map_err(|e| error(key, "tls-key", e))?;
+            Ok(Some((
+                ToMake::Certificate,
+                Some(error(
+                    cert,
+                    "tls-cert",
+                    format!(
+                        "{cp} is missing beside its key {kp} (a first start cut short while making them); a self-signed certificate is made for that key"
+                    ),
+                )),
+            )))
+        }
+        (State::Good, State::Absent) => Err(error(
+            key,
+            "tls-key",
+            format!(
+                "{kp} is missing but its certificate {cp} exists, and no key can be made for a certificate; put the key back, or remove the certificate to have a new pair made"
+            ),
+        )),
+        (c, State::Good) if c.is_damaged() && cert_free => {
+            crate::tls::self_signed::read_key(&key.path).map_err(|e| error(key, "tls-key", e))?;
+            Ok(Some((
+                ToMake::Certificate,
+                Some(error(
+                    cert,
+                    "tls-cert",
+                    format!(
+                        "{cp} {} (flash damage?); a self-signed certificate is made for its key {kp}",
+                        c.describe()
+                    ),
+                )),
+            )))
+        }
+        (c, k)
+            if (k.is_damaged() || c.is_damaged())
+                && matches!(k, State::Absent | State::Empty | State::Cut)
+                && matches!(c, State::Absent | State::Empty | State::Cut | State::Good)
+                && cert_free =>
+        {
+            let aside = if k == State::Cut {
+                format!(
+                    " ({kp} kept aside as {})",
+                    crate::tls::self_signed::aside_name(&key.path).display()
+                )
+            } else {
+                String::new()
+            };
+            Ok(Some((
+                ToMake::Pair,
+                Some(error(
+                    if k.is_damaged() { key } else { cert },
+                    if k.is_damaged() {
+                        "tls-key"
+                    } else {
+                        "tls-cert"
+                    },
+                    format!(
+                        "the key {kp} {} and the certificate {cp} {} (flash damage?); a new pair is made{aside}",
+                        k.describe(),
+                        c.describe()
+                    ),
+                )),
+            )))
+        }
+        (c, _) if c.is_damaged() => Err(error(
+            cert,
+            "tls-cert",
+            format!(
+                "{cp} {} and may hold a private key, so it is not replaced; move it away to have a new certificate made",
+                c.describe()
+            ),
+        )),
+        _ => Ok(None),
+    }
 }

@@ -160,10 +160,10 @@ impl Decoder {
                 };
                 continue;
             }
-            self.line += 1;
-            if self.line > MAX_CHUNK_LINE {
-                return Err(Malformed);
-            }
+            // A trailer line is held only to the section's limit (413, as
+            // a too-large body): one long field is as large a section as
+            // many short ones. Nothing of it is kept, so its length costs
+            // no memory.
             if matches!(
                 self.state,
                 State::TrailerStart | State::Trailer | State::TrailerLf { .. }
@@ -171,6 +171,11 @@ impl Decoder {
                 self.trailers += 1;
                 if self.trailers > MAX_TRAILERS {
                     return Err(Refused::TrailersTooLarge);
+                }
+            } else {
+                self.line += 1;
+                if self.line > MAX_CHUNK_LINE {
+                    return Err(Malformed);
                 }
             }
             self.state = self.step(input[i])?;
@@ -322,6 +327,18 @@ mod tests {
         assert_eq!(
             Decoder::default().feed(trailers.as_bytes(), &mut Vec::new()),
             Err(Refused::TrailersTooLarge)
+        );
+        // One field longer than the section's limit is as large a section.
+        let one = format!("0\r\nX-Pad: {}\r\n\r\n", "p".repeat(9 * 1024));
+        assert_eq!(
+            Decoder::default().feed(one.as_bytes(), &mut Vec::new()),
+            Err(Refused::TrailersTooLarge)
+        );
+        // A field longer than a chunk-size line may be, within the section's.
+        let long = format!("0\r\nX-Pad: {}\r\n\r\n", "p".repeat(MAX_CHUNK_LINE + 100));
+        assert_eq!(
+            Decoder::default().feed(long.as_bytes(), &mut Vec::new()),
+            Ok(long.len())
         );
     }
 

@@ -2,6 +2,7 @@
 //! conditions and ranges, content negotiation, response heads.
 
 pub mod chunked;
+pub(crate) mod claims;
 pub(crate) mod clock;
 pub mod conditional;
 pub(crate) mod gunzip;

@@ -176,8 +176,15 @@ impl Rule {
     }
 }
 
-/// Whether `path` is under `prefix` (`/admin` covers `/admin` and `/admin/x`, not `/administrator`).
+/// Whether `path` is under `prefix` (`/admin` covers `/admin` and `/admin/x`,
+/// not `/administrator`), both as decoded and as a backend that drops `;...`
+/// routes it: an opening rule must not reach, through `/admin/;/x`, a
+/// handler it does not name.
 pub fn under(path: &str, prefix: &str) -> bool {
+    under_spelled(path, prefix) && prefix::routed(path).is_none_or(|r| under_spelled(&r, prefix))
+}
+
+fn under_spelled(path: &str, prefix: &str) -> bool {
     match path.strip_prefix(prefix) {
         Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'),
         None => prefix.strip_suffix('/').is_some_and(|p| path == p),

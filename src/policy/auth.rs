@@ -21,7 +21,8 @@ use futures_lite::AsyncReadExt;
 
 use crate::http::request::{Field, Request};
 use crate::limits::{
-    AUTH_CACHE_MAX, AUTH_CACHE_TTL, AUTH_FAIL_LIMIT, AUTH_FAIL_WINDOW, AUTH_QUEUE, AUTH_THREADS,
+    AUTH_CACHE_MAX, AUTH_CACHE_TTL, AUTH_FAIL_LIMIT, AUTH_FAIL_WINDOW, AUTH_MAX_CREDENTIAL,
+    AUTH_QUEUE, AUTH_THREADS,
 };
 use crate::net::client::Client;
 use crate::policy::failures::{Counted, Failures};
@@ -266,6 +267,16 @@ impl Auth {
             );
             return Decision::Challenge(realm);
         };
+        if user.len() > AUTH_MAX_CREDENTIAL || password.len() > AUTH_MAX_CREDENTIAL {
+            // A guess all the same, counted as one, but no hashing work:
+            // no password this long is accepted.
+            log::warn!(
+                "auth: user name or password over {AUTH_MAX_CREDENTIAL} bytes from {client} (realm {:?})",
+                realm
+            );
+            self.failures.count(who);
+            return Decision::Challenge(realm);
+        }
         let file = self.file(i);
         let known = file.users.iter().find(|(u, _)| *u == user);
         let hash = known.map_or(&file.decoy, |(_, h)| h).clone();

@@ -3,6 +3,17 @@
 //! the rule did not spell the same way to the handler it guards. Rules
 //! that open (`allow`, `cross-origin PREFIX allow`) cover only what they
 //! name, so that a loose match never lets a request past a protecting rule.
+//!
+//! Both kinds look at two spellings of a path: as decoded, and as a servlet
+//! container routes it (`routed`). Tomcat and Jetty drop `;...` from every
+//! segment and then merge the empty segments that leaves, so
+//! `/api/;/settings` and `/api/;jsessionid=1/settings` reach the handler of
+//! `/api/settings`. A protecting rule covers a path when it covers either
+//! spelling; an opening rule only when it covers both. Such paths are
+//! matched rather than refused: a servlet backend writes `;jsessionid=...`
+//! into its own links, which must keep working behind the rules.
+
+use std::borrow::Cow;
 
 /// Whether a protecting rule for `prefix` covers `path` (decoded and
 /// normalised, with its leading `/`). ASCII case is ignored (case-insensitive
@@ -14,6 +25,32 @@
 /// the name before it followed by anything that does not continue that name
 /// (`/admin/` covers `/admin`, `/admin;x` and `/admin.json`, not `/administrator`).
 pub fn covers(path: &str, prefix: &str) -> bool {
+    covers_spelled(path, prefix) || routed(path).is_some_and(|r| covers_spelled(&r, prefix))
+}
+
+/// The path as a backend that drops path parameters routes it: `;` and
+/// what follows it up to the next `/` removed from every segment, and the
+/// segments left empty dropped (`/a;x/;/b;y/` is `/a/b/`). None when the
+/// path has no `;`, so that it is its own routed spelling.
+pub fn routed(path: &str) -> Option<Cow<'_, str>> {
+    if !path.contains(';') {
+        return None;
+    }
+    let mut out = String::with_capacity(path.len());
+    for segment in path.split('/') {
+        let name = segment.split(';').next().unwrap_or("");
+        if !name.is_empty() {
+            out.push('/');
+            out.push_str(name);
+        }
+    }
+    if out.is_empty() || path.ends_with('/') {
+        out.push('/');
+    }
+    Some(Cow::Owned(out))
+}
+
+fn covers_spelled(path: &str, prefix: &str) -> bool {
     let (base, dir) = match prefix.strip_suffix('/') {
         Some(base) => (base.as_bytes(), true),
         None => (prefix.as_bytes(), false),
@@ -34,7 +71,35 @@ fn continues_name(b: u8) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::covers;
+    use super::{covers, routed};
+
+    #[test]
+    fn the_routed_spelling_drops_path_parameters_and_empty_segments() {
+        let r = |p| routed(p).map(|r| r.into_owned());
+        assert_eq!(r("/api/settings"), None);
+        assert_eq!(r("/api/;/settings").as_deref(), Some("/api/settings"));
+        assert_eq!(
+            r("/api/;jsessionid=1/settings").as_deref(),
+            Some("/api/settings")
+        );
+        assert_eq!(r("/api;x/admin;y/").as_deref(), Some("/api/admin/"));
+        assert_eq!(r("/;/a;b;c/;").as_deref(), Some("/a"));
+        assert_eq!(r("/;").as_deref(), Some("/"));
+    }
+
+    #[test]
+    fn a_protecting_prefix_covers_the_routed_spelling_too() {
+        for (path, prefix) in [
+            ("/api/;/settings", "/api/settings"),
+            ("/api/;jsessionid=1/settings", "/api/settings"),
+            ("/api/;/admin", "/api/admin"),
+            ("/;/api/;x/Admin;y/users", "/api/admin/"),
+            ("/api;x/settings", "/api/settings"),
+        ] {
+            assert!(covers(path, prefix), "{path} {prefix}");
+        }
+        assert!(!covers("/api/;/status", "/api/settings"));
+    }
 
     #[test]
     fn a_prefix_without_a_slash_covers_every_path_starting_with_it() {

@@ -1,13 +1,14 @@
 //! The request head sent to a backend: the client's method, target and
 //! end-to-end fields, without hop-by-hop fields, without field names
 //! with an underscore, and without the forwarding fields a backend may
-//! trust (`X-Forwarded-*`, `Forwarded`, `X-Real-IP`, ...) as the client
-//! sent them; then Marmoset's own `X-Forwarded-For`, `-Proto`, `-Host` and
+//! trust (`X-Forwarded-*`, `Forwarded`, `X-Real-IP`, `X-Remote-User`,
+//! `X-HTTP-Method-Override`, ...) as the client sent them; then Marmoset's own `X-Forwarded-For`, `-Proto`, `-Host` and
 //! `X-Real-IP`, and the framing of the body as it will be sent.
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
+use crate::http::claims;
 use crate::http::header::{header, push_num};
 use crate::http::request::{self, BodyKind, Field, Method, Request, Version};
 use crate::http::status::Status;
@@ -50,28 +51,18 @@ pub fn is_hop_by_hop(name: &str) -> bool {
             .is_some_and(|p| p.eq_ignore_ascii_case("proxy-"))
 }
 
-/// What a client may not tell the backend: the fields a backend reads as
-/// the client's address or the request's original URL are Marmoset's to
-/// set (or leave out), and Marmoset answers `Expect` itself. A name with
-/// an underscore goes too, as nginx drops it: a CGI-style backend reads
+/// What a client may not tell the backend: who the user is, the client's
+/// address, the original URL or another method are Marmoset's to set (or
+/// leave out), and Marmoset answers `Expect` itself. A name with an
+/// underscore goes too, as nginx drops it: a CGI-style backend reads
 /// `X_Forwarded_For` as `HTTP_X_FORWARDED_FOR`.
 fn is_dropped(name: &str) -> bool {
-    const NAMES: [&str; 8] = [
-        "expect",
-        "forwarded",
-        "x-real-ip",
-        "x-client-ip",
-        "true-client-ip",
-        "x-original-url",
-        "x-original-uri",
-        "x-rewrite-url",
-    ];
     is_hop_by_hop(name)
         || name.contains('_')
-        || name
-            .get(..12)
-            .is_some_and(|p| p.eq_ignore_ascii_case("x-forwarded-"))
-        || NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
+        || name.eq_ignore_ascii_case("expect")
+        || claims::names_origin(name)
+        || claims::names_user(name)
+        || claims::overrides_method(name)
 }
 
 /// The tokens of every `Connection` field, which name more hop-by-hop fields.

@@ -50,6 +50,11 @@ pub fn load(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, (File, String)
     Ok(Arc::new(CertifiedKey::new(chain, signer)))
 }
 
+/// Whether `cert` holds a chain whose first certificate reads as one.
+pub fn has_certificate(cert: &Path) -> bool {
+    read_chain(cert).is_ok_and(|chain| chain.first().and_then(|c| public_key_of(c)).is_some())
+}
+
 /// The SubjectPublicKeyInfo (tag and all) of a DER certificate: the
 /// seventh field of its tbsCertificate, after the optional `[0]` version,
 /// the serial number, the signature algorithm, issuer, validity, subject.

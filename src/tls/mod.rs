@@ -3,6 +3,7 @@
 //! worker shares. Built only with the `tls` feature.
 
 pub(crate) mod acceptor;
+pub(crate) mod damage;
 pub(crate) mod der;
 pub(crate) mod keys;
 pub(crate) mod provider;

@@ -42,11 +42,61 @@ pub fn make(
         .map_err(|_| "the key just made does not load".to_string())?;
     let names = subject_names(extra_names);
     let der = certificate(&pair, &rng, &names, now())?;
+    if crate::tls::damage::may_hold_key(cert) {
+        return Err(format!(
+            "{} may hold a private key; it is not replaced by a certificate",
+            cert.display()
+        ));
+    }
     let key_tmp = Staged::write(key, &pem("PRIVATE KEY", pkcs8.as_ref()), None)?;
     let cert_tmp = Staged::write(cert, &pem("CERTIFICATE", &der), owner)?;
+    set_aside(key)?;
     key_tmp.rename()?;
     cert_tmp.rename()?;
     Ok(names)
+}
+
+/// Where `set_aside` would keep what is in `path`: `PATH.damaged`, or
+/// `PATH.damaged.N` beside earlier ones.
+pub fn aside_name(path: &Path) -> PathBuf {
+    (1..)
+        .map(|n| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(if n == 1 {
+                ".damaged".to_string()
+            } else {
+                format!(".damaged.{n}")
+            });
+            PathBuf::from(name)
+        })
+        .find(|p| matches!(std::fs::symlink_metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound))
+        .unwrap_or_else(|| path.to_path_buf())
+}
+
+/// Keeps a key file that is not empty under `aside_name` before a new key
+/// takes its place: what flash damage cut may be all that is left of a key.
+/// Linked, then unlinked: an existing file of that name is never replaced.
+fn set_aside(key: &Path) -> Result<(), String> {
+    match std::fs::read(key) {
+        Ok(bytes) if !bytes.iter().all(u8::is_ascii_whitespace) => {}
+        _ => return Ok(()),
+    }
+    loop {
+        let aside = aside_name(key);
+        match std::fs::hard_link(key, &aside) {
+            Ok(()) => {
+                std::fs::remove_file(key).map_err(|e| failed(key, e))?;
+                log::warn!(
+                    "TLS: {} held no usable key; kept as {}",
+                    key.display(),
+                    aside.display()
+                );
+                return Ok(());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(failed(&aside, e)),
+        }
+    }
 }
 
 /// Makes a certificate for the key already in `key` (one whose

@@ -1,10 +1,12 @@
 //! JSON both ways, as uhttpd converts it: request text straight into
 //! blobmsg (no tree in between), and blobmsg back to JSON text the way
 //! libubox's `blobmsg_format_json` writes it (no spaces, integers as
-//! numbers, INT8 as true/false, doubles with six decimals).
+//! numbers, INT8 as true/false, doubles with six decimals; but `null`
+//! for what has no JSON number, where libubox writes `inf` or `nan`).
 
 use crate::limits::{UBUS_JSON_DEPTH, UBUS_MAX_BODY};
 use crate::ubus::blob::{self, Builder, T_ARRAY, T_BOOL, T_DOUBLE, T_TABLE, T_UNSPEC, Value};
+use crate::ubus::decimal;
 
 /// Why a text is not the JSON uhttpd's parser takes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -232,7 +234,7 @@ impl Parser<'_> {
         }
         let text = std::str::from_utf8(&self.s[start..self.at]).map_err(|_| ParseError)?;
         if fraction {
-            let d = to_f64(text.as_bytes());
+            let d = decimal::to_f64(text.as_bytes());
             out.field(T_DOUBLE, name, &d.to_bits().to_be_bytes());
         } else {
             // Beyond 64 bits json-c keeps the nearest end of the range.
@@ -255,70 +257,16 @@ impl Parser<'_> {
     }
 }
 
-/// A JSON number (already checked) as a double: exact on the fast path
-/// (up to 2^53 and 10^22 either way, Clinger's), within an ulp or two
-/// beyond. Not core's parser: its tables cost 15 KiB of flash for values
-/// JSON-RPC to ubus hardly carries.
-fn to_f64(text: &[u8]) -> f64 {
-    const POW10: [f64; 23] = [
-        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
-        1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-    ];
-    let (negative, t) = match text.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, text),
-    };
-    let (mut mantissa, mut exp10, mut i) = (0u64, 0i64, 0);
-    let mut point = false;
-    while let Some(&b) = t.get(i) {
-        match b {
-            b'0'..=b'9' if mantissa < 100_000_000_000_000_000 => {
-                mantissa = mantissa * 10 + u64::from(b - b'0');
-                exp10 -= i64::from(point);
-            }
-            b'0'..=b'9' => exp10 += i64::from(!point),
-            b'.' => point = true,
-            _ => break,
-        }
-        i += 1;
-    }
-    if let Some(e) = t.get(i + 1..) {
-        let (sign, digits) = match e.split_first() {
-            Some((b'-', d)) => (-1, d),
-            Some((b'+', d)) => (1, d),
-            _ => (1, e),
-        };
-        let n = digits
-            .iter()
-            .fold(0i64, |n, &d| (n * 10 + i64::from(d - b'0')).min(100_000));
-        exp10 += sign * n;
-    }
-    let m = mantissa as f64;
-    let v = match usize::try_from(exp10.unsigned_abs()) {
-        Ok(e) if e < POW10.len() && mantissa < 1 << 53 => {
-            if exp10 < 0 {
-                m / POW10[e]
-            } else {
-                m * POW10[e]
-            }
-        }
-        _ if exp10 < 0 => m / 10f64.powi(exp10.unsigned_abs().min(400) as i32),
-        _ => m * 10f64.powi(exp10.min(400) as i32),
-    };
-    if negative { -v } else { v }
-}
-
 /// Writes a double as printf's `%lf`: the exact value rounded to six
 /// decimals, ties to even (core's float formatting costs 8 KiB of flash).
+/// What has no JSON number, infinities and NaN (printf's `inf` and `nan`),
+/// is `null`, as JavaScript's `JSON.stringify` writes it.
 fn write_fixed6(out: &mut Vec<u8>, d: f64) {
+    if !d.is_finite() {
+        return out.extend_from_slice(b"null");
+    }
     if d.is_sign_negative() {
         out.push(b'-');
-    }
-    if d.is_nan() {
-        return out.extend_from_slice(b"nan");
-    }
-    if d.is_infinite() {
-        return out.extend_from_slice(b"inf");
     }
     let bits = d.to_bits();
     let exp = ((bits >> 52) & 0x7ff) as i32;
@@ -477,7 +425,7 @@ mod tests {
     #[test]
     fn doubles_are_written_as_printf_does() {
         let max = "179769313486231570814527423731704356798070567525844996598917476803157260780028538760589558632766878171540458953514382464234321326889464182768467546703537516986049910576551282076245490090389328944075868508455133942304583236903222948165808559332123348274797826204144723168738177180919299881250404026184124858368.000000";
-        let cases: [(f64, &str); 14] = [
+        let cases: [(f64, &str); 16] = [
             (0.0, "0.000000"),
             (-0.0, "-0.000000"),
             (1.5, "1.500000"),
@@ -490,28 +438,16 @@ mod tests {
             (1e22, "10000000000000000000000.000000"),
             (2f64.powi(70), "1180591620717411303424.000000"),
             (f64::MAX, max),
-            (f64::INFINITY, "inf"),
+            (f64::INFINITY, "null"),
             (5e-324, "0.000000"),
+            (f64::NEG_INFINITY, "null"),
+            (f64::NAN, "null"),
         ];
         for (d, want) in cases {
             let mut out = Vec::new();
             write_fixed6(&mut out, d);
             assert_eq!(String::from_utf8(out).unwrap(), want, "{d:e}");
         }
-        for t in ["0.1", "1e22", "-2.5e-3", "123.456", "1E+2", "0.000001"] {
-            assert_eq!(to_f64(t.as_bytes()), t.parse::<f64>().unwrap(), "{t}");
-        }
-        // Off the fast path: within two ulps.
-        for t in [
-            "9007199254740993.0",
-            "1.7976931348623157e308",
-            "3.14159265358979e-100",
-        ] {
-            let (got, exact) = (to_f64(t.as_bytes()), t.parse::<f64>().unwrap());
-            assert!(got.to_bits().abs_diff(exact.to_bits()) <= 2, "{t}: {got:e}");
-        }
-        assert_eq!(to_f64(b"1e999"), f64::INFINITY);
-        assert_eq!(to_f64(b"1e-999"), 0.0);
     }
 
     #[test]

@@ -13,6 +13,8 @@ pub mod blob;
 #[cfg(feature = "ubus")]
 pub mod bus;
 #[cfg(feature = "ubus")]
+mod decimal;
+#[cfg(feature = "ubus")]
 pub mod exchange;
 #[cfg(feature = "ubus")]
 pub mod json;

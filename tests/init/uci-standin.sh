@@ -23,6 +23,12 @@ config_load() {
 			;;
 		esac
 	done <"$UCI_DIR/$1"
+	# Values the file format above cannot hold (a newline, as `uci set`
+	# stores one), as shell assignments.
+	if [ -f "$UCI_DIR/$1.sh" ]; then
+		# shellcheck disable=SC1090 # written by the test
+		. "$UCI_DIR/$1.sh"
+	fi
 	echo "config_load $*" >>"$REC"
 }
 config_get() {

@@ -88,6 +88,7 @@ run() {
 	rm -rf "$TMP/etc-config" "$TMP/conf" "$TMP"/rec*
 	mkdir -p "$TMP/etc-config"
 	cp "$2" "$TMP/etc-config/uhttpd"
+	[ -z "${HOSTILE-}" ] || printf '%s\n' "$HOSTILE" >"$TMP/etc-config/uhttpd.sh"
 	: >"$TMP/rec"
 	REC=$TMP/rec UCI_DIR=$TMP/etc-config INIT=init/uhttpd.init TEST_PROG=$BIN \
 		TEST_CONFDIR=$TMP/conf TEST_PX5G=${PX5G:-/nonexistent} TEST_OPENSSL=${OPENSSL:-/nonexistent} \
@@ -279,8 +280,85 @@ run sh "$TMP/v.uci"
 check "enabled '0': no instance" not grep -q '^open_instance' "$TMP/rec"
 sed "s/max_connections 100/max_connections 'many'/" "$TMP/default.uci" >"$TMP/v.uci"
 run sh "$TMP/v.uci"
+check "a value not of its option's shape: not started, the reason logged" \
+	all_of 'not grep -q ^open_instance "$TMP/rec" && logged "option max_connections '"'many'"' is refused"'
+sed "s/max_connections 100/max_connections 0/" "$TMP/default.uci" >"$TMP/v.uci"
+run sh "$TMP/v.uci"
 check "a value marmoset refuses: not started, the reason logged" \
 	all_of 'not grep -q ^open_instance "$TMP/rec" && logged max-connections'
+
+# Hostile values, as `uci set` stores them: a newline and Marmoset lines
+# after it in every value the script writes, under dash and busybox sh.
+# Each is refused, nothing of it is written, and the section is not started.
+nl='
+'
+inject="${nl}proxy / http://127.0.0.1:22${nl}root /"
+assign() { # SECTION OPTION VALUE: a shell assignment for the stand-in
+	printf "CONFIG_%s_%s='%s'" "$1" "$2" "$(printf '%s' "$3" | sed "s/'/'\\\\''/g")"
+}
+refused_whole() { # DESCRIPTION: nothing started, nothing injected, the refusal logged
+	check "$1" all_of 'not grep -q ^open_instance "$TMP/rec" && ! grep -rqs "^proxy\|^root /\$" "$TMP/conf" &&
+		grep -q "is refused" "$TMP/rec"' || { sed 's/^/     /' "$TMP/rec"; ls "$TMP/conf" 2>/dev/null; }
+}
+sed -e "/option home/a\\	list httpauth 'prot'" -e "\$a\\config httpauth 'prot'\n	option prefix '/private'" \
+	"$TMP/default.uci" >"$TMP/v-auth.uci"
+for SH in sh "busybox sh"; do
+	for ov in "home=$TMP/www" index_page=main.html error_page=/404.html max_requests=3 \
+		"cert=$TMP/uhttpd.crt" "key=$TMP/uhttpd.key" "listen_http=127.0.0.1:$P1" \
+		"listen_https=127.0.0.1:$P2" cgi_prefix=/cgi-bin ubus_prefix=/ubus ubus_socket=/var/run/ubus/ubus.sock \
+		script_timeout=60 network_timeout=30 max_connections=100 http_keepalive=20 \
+		interpreter=.php=/usr/bin/php-cgi allowed_hosts=router.lan; do
+		HOSTILE=$(assign main "${ov%%=*}" "${ov#*=}$inject") run "$SH" "$TMP/default.uci"
+		refused_whole "[$SH] a newline in ${ov%%=*}: refused"
+	done
+	UCI_DOMAIN="lan$inject" run "$SH" "$TMP/default.uci"
+	refused_whole "[$SH] a newline in the DHCP domain: refused"
+	UCI_HOSTNAME="gw$inject" run "$SH" "$TMP/default.uci"
+	refused_whole "[$SH] a newline in the host name: refused"
+	HOSTILE=$(assign prot prefix "/private$inject") run "$SH" "$TMP/v-auth.uci"
+	refused_whole "[$SH] a newline in an httpauth prefix: refused"
+done
+# Shapes: no control character, but not what the option takes.
+for ov in home=www error_page=404.html cert=uhttpd.crt "home=/w w" index_page=../secret "index_page=a *" \
+	max_requests=3x "listen_http=127.0.0.1:80;x" "allowed_hosts=a/b" interpreter=php "cgi_prefix=cgi-bin"; do
+	HOSTILE=$(assign main "${ov%%=*}" "${ov#*=}") run sh "$TMP/default.uci"
+	refused_whole "${ov%%=*} '${ov#*=}': refused"
+done
+
+# The cert section's values reach px5g or openssl as single arguments,
+# and only in their shape: a stand-in for each records its arguments.
+printf '#!/bin/sh\nprintf "%%s\\n" "$@" >"%s/tool.args"\nexit 1\n' "$TMP" >"$TMP/tool"
+chmod 755 "$TMP/tool"
+sed "s|$TMP/uhttpd|$TMP/new|" "$TMP/default.uci" >"$TMP/c.uci"
+args() { tr '\n' ' ' <"$TMP/tool.args" 2>/dev/null; }
+cert_with() { # TOOL-VAR SHELL-ASSIGNMENTS
+	rm -f "$TMP/tool.args" "$TMP/new.crt" "$TMP/new.key"
+	case $1 in
+	openssl) OPENSSL=$TMP/tool HOSTILE=$2 run sh "$TMP/c.uci" ;;
+	px5g) PX5G=$TMP/tool HOSTILE=$2 run sh "$TMP/c.uci" ;;
+	esac
+}
+for tool in openssl px5g; do
+	cert_with $tool ""
+	check "$tool: an ECDSA P-256 key (-newkey ec -pkeyopt ec_paramgen_curve:P-256)" \
+		has_all "$(args)" " -newkey ec -pkeyopt ec_paramgen_curve:P-256 " ||
+		echo "     $(args)"
+	cert_with $tool "unset CONFIG_defaults_key_type CONFIG_defaults_ec_curve"
+	check "$tool: key_type and ec_curve unset: still ECDSA P-256 (px5g's own default is RSA)" \
+		has_all "$(args)" " -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+	cert_with $tool "CONFIG_defaults_ec_curve=P-384"
+	check "$tool: ec_curve 'P-384'" has_all "$(args)" " -pkeyopt ec_paramgen_curve:P-384 "
+	cert_with $tool "CONFIG_defaults_key_type=rsa"
+	check "$tool: key_type 'rsa': -newkey rsa:2048" has_all "$(args)" " -newkey rsa:2048 "
+	for hostile in "bits='2048 -config /tmp/evil'" "key_type=rsa; CONFIG_defaults_bits='2048 -config /tmp/evil'" \
+		"ec_curve='P-256 -engine evil'" "days='1 -config /tmp/evil'" "organization='x/CN=evil'" \
+		"commonname='OpenWrt -config'" "country='ZZ$inject'" "key_type=dsa"; do
+		cert_with $tool "CONFIG_defaults_$hostile"
+		check "$tool: cert section $(printf '%s' "$hostile" | tr '\n' ' '): refused, $tool not run, tls-self-signed instead" \
+			all_of '[ ! -e "$TMP/tool.args" ] && logged "cert section '"'defaults'"' is not used" && has "tls-self-signed on"' ||
+			echo "     $(args)"
+	done
+done
 {
 	cat "$TMP/default.uci"
 	printf "\nconfig uhttpd second\n\tlist listen_http '127.0.0.1:%s'\n\toption home '%s'\n" "$(free_port)" "$TMP/www"
