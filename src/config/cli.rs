@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::config::{self, Applier, Config, ConfigError, Origin};
+use crate::net::client::OnLink;
 
 pub enum Action {
     Run(Config),
@@ -202,6 +203,7 @@ fn parse_with(
         key: "root".into(),
         problem: format!("cannot make `{}` absolute: {e}", config.root.display()),
     })?;
+    config.links = OnLink::read();
     Ok(if check {
         Action::CheckConfig(config)
     } else {

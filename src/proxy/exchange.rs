@@ -37,6 +37,8 @@ pub struct Exchange<'a> {
     pub buffers: &'a buffers::Pool,
     pub clock: &'a Clock,
     pub settings: &'a Settings,
+    /// Who the request is from, for the per-client share.
+    pub client: Client,
     pub waits: Waits,
     pub version: Version,
     /// The client's request allows keep-alive.
@@ -98,7 +100,7 @@ impl Exchange<'_> {
         }
         let until = self.waits.backend_until();
         let deadlines = self.waits.deadlines;
-        let client = Client::from(self.sock.peer.ip());
+        let client = self.client;
         let mut lease = match self
             .pool
             .take(fwd.route, name, client, deadlines, until)

@@ -62,7 +62,7 @@ mod tests {
     use super::*;
 
     fn client(ip: &str) -> Client {
-        ip.parse::<std::net::IpAddr>().unwrap().into()
+        crate::net::client::OnLink::default().client(ip.parse().unwrap())
     }
 
     #[test]

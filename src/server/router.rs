@@ -67,7 +67,11 @@ impl Site {
     pub fn new(config: Rc<Config>, slot: usize, workers: usize) -> Site {
         Site {
             root: Root::new(&config.root, config.symlinks),
-            auth: RefCell::new(Auth::new(&config.realms, auth::fail_share(slot, workers))),
+            auth: RefCell::new(Auth::new(
+                &config.realms,
+                auth::fail_share(slot, workers),
+                config.links.clone(),
+            )),
             rule_lines: RefCell::new(Vec::new()),
             listing: RefCell::new(None),
             #[cfg(feature = "tls")]
