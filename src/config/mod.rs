@@ -250,6 +250,7 @@ pub const KEYS: &[&str] = &[
     "proxy-tunnel-timeout",
     "proxy-max-per-client",
     "proxy-max-streams",
+    "proxy-auth-reserve",
     "proxy-body-rate",
     "ubus",
     "ubus-timeout",

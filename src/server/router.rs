@@ -238,7 +238,10 @@ pub fn route(
             tls: client.is_tls(),
         };
         return match Forward::new(index, req, &origin) {
-            Ok(forward) => Routed::Proxy(Box::new(forward)),
+            Ok(mut forward) => {
+                forward.logged_in = user.is_some();
+                Routed::Proxy(Box::new(forward))
+            }
             Err(Status::MethodNotAllowed) => Routed::Respond(not_allowed(
                 site,
                 "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH",
