@@ -1566,7 +1566,7 @@ impl Uploads {
     /// the server refused it with 503.
     fn open(&self, from: std::net::IpAddr, to: std::net::SocketAddr) -> bool {
         let mut c = common::lan::connect_from(from, to);
-        c.write_all(b"POST /api/upload HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 100000000\r\n\r\n").unwrap();
+        c.write_all(b"POST /api/upload HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 100000000\r\n\r\n").unwrap();
         match status_line_start(&mut c).as_str() {
             "HTTP/1.1 100" => {
                 self.held.lock().unwrap().push(c);
@@ -1791,4 +1791,192 @@ fn hosts_of_one_lan_64_have_their_own_proxy_shares() {
         "another host of the /64: {}",
         server.log_text()
     );
+}
+
+/// Standard base64, for Basic credentials.
+fn base64(data: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The outcome the client rules are for: one hostile host of the LAN,
+/// with many addresses of the owner's /64 and many IPv4 addresses, floods
+/// password guesses and uploads; the owner, on another address of the same
+/// /64 and over IPv4, has every request answered within 2 s and logs in.
+#[test]
+fn the_owner_is_served_and_logs_in_while_a_lan_host_floods() {
+    use std::net::{IpAddr, SocketAddr};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    // The server reads its links at start: the addresses come first.
+    let hosts: Vec<u16> = (0xc501..=0xc501 + 16).collect();
+    let Some(lan) = common::lan::LanAddrs::add(&hosts) else {
+        return;
+    };
+    let root = TempDir::new("root");
+    root.write("index.html", "hello");
+    let users = root.path().join("users");
+    std::fs::write(&users, "").unwrap();
+    let people: Vec<String> = (0..12).map(|i| format!("owner{i}")).collect();
+    for user in &people {
+        let ok = Command::new("htpasswd")
+            .args(["-b", "-B", "-C", "5"])
+            .arg(&users)
+            .args([user, "right"])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+    let backend = Backend::tcp(echo);
+    let route = format!("/api/ {}", backend.address);
+    let auth = format!("/api/settings \"dev\" {}", users.display());
+    let conf = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("rootfs-overlay/etc/marmoset/marmoset.conf");
+    // The shipped device config, served from here by this user.
+    let server = Server::start_with_config(
+        &conf,
+        root,
+        &[
+            "--user",
+            "root",
+            "--group",
+            "root",
+            "--syslog",
+            "off",
+            "--listen",
+            "127.0.0.1:0",
+            "--listen",
+            "[::1]:0",
+            "--proxy",
+            &route,
+            "--auth",
+            &auth,
+        ],
+    );
+    let v4_to = SocketAddr::from(([127, 0, 0, 1], server.port));
+    let v6_to = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, server.ipv6_port()));
+    let owner_v6 = lan.at(0).to_string();
+    let hostile: Vec<(IpAddr, SocketAddr)> = (1..hosts.len())
+        .map(|i| (IpAddr::V6(lan.at(i)), v6_to))
+        .chain((10..30).map(|a| (v4(a), v4_to)))
+        .collect();
+    let owner_urls = [
+        (
+            "127.0.0.1".to_string(),
+            format!("http://127.0.0.1:{}", v4_to.port()),
+        ),
+        (owner_v6.clone(), format!("http://[::1]:{}", v6_to.port())),
+    ];
+    // The owner used the device before: its addresses have logged in.
+    for (from, base) in &owner_urls {
+        let url = format!("{base}/api/settings");
+        let (code, _, _) = curl(&["--interface", from, "-u", "owner0:right", &url]);
+        assert_eq!(code, 200, "{from}: {}", server.log_text());
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let checked = Arc::new(AtomicUsize::new(0));
+    let held_back = Arc::new(AtomicUsize::new(0));
+    let guessers: Vec<_> = (0..4)
+        .map(|t| {
+            let (stop, checked, held_back) = (stop.clone(), checked.clone(), held_back.clone());
+            let hostile = hostile.clone();
+            std::thread::spawn(move || {
+                let mut n = t;
+                while !stop.load(Ordering::Relaxed) {
+                    let (from, to) = hostile[n % hostile.len()];
+                    let guess = base64(format!("owner0:guess{n}").as_bytes());
+                    let Ok(mut c) = common::lan::try_connect_from(from, to) else {
+                        break;
+                    };
+                    let req = format!("GET /api/settings HTTP/1.1\r\nHost: localhost\r\nAuthorization: Basic {guess}\r\nConnection: close\r\n\r\n");
+                    if c.write_all(req.as_bytes()).is_ok() {
+                        match read_response(&mut c, false).map(|r| r.status) {
+                            Some(401) => checked.fetch_add(1, Ordering::Relaxed),
+                            Some(429) => held_back.fetch_add(1, Ordering::Relaxed),
+                            _ => 0,
+                        };
+                    }
+                    n += 4;
+                }
+            })
+        })
+        .collect();
+    let uploads = Uploads::new();
+    for &(from, to) in &hostile {
+        while uploads.open(from, to) {}
+    }
+    assert!(uploads.count() > 0);
+
+    // Every request the owner makes is answered within 2 s, the login
+    // of a user not yet cached included.
+    let mut user = people.iter().skip(1);
+    for round in 0..3 {
+        for (from, base) in &owner_urls {
+            let within = |args: &[&str]| {
+                let mut all = vec!["--interface", from.as_str(), "--max-time", "2"];
+                all.extend_from_slice(args);
+                curl(&all)
+            };
+            let settings = format!("{base}/api/settings");
+            let (code, _, body) = within(&["-u", "owner0:right", "--data-binary", "x", &settings]);
+            assert_eq!(
+                (code, String::from_utf8_lossy(&body).as_ref()),
+                (200, "POST /api/settings HTTP/1.1\nx"),
+                "round {round}, the API from {from}: {}",
+                server.log_text()
+            );
+            let (code, _, body) = within(&[&format!("{base}/index.html")]);
+            assert_eq!(
+                (code, body.as_slice()),
+                (200, &b"hello"[..]),
+                "a file from {from}"
+            );
+            let login = format!("{}:right", user.next().unwrap());
+            let (code, _, _) = within(&["-u", &login, &settings]);
+            assert_eq!(
+                code,
+                200,
+                "round {round}, {login} from {from}: {}",
+                server.log_text()
+            );
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for g in guessers {
+        g.join().unwrap();
+    }
+    // The hostile host's guesses: its two networks' 20 each in a window,
+    // however many addresses it took.
+    let (checked, held_back) = (
+        checked.load(Ordering::Relaxed),
+        held_back.load(Ordering::Relaxed),
+    );
+    assert!(checked <= 40, "{checked} guesses checked");
+    assert!(held_back > 0, "{checked} checked, none held back");
+    assert!(server.wait_log(
+        "auth: fd00:18:5::/64 reached its network's limit",
+        Duration::from_secs(5)
+    ));
+    assert!(server.wait_log(
+        "auth: 127.0.0.0/8 reached its network's limit",
+        Duration::from_secs(5)
+    ));
 }

@@ -64,6 +64,11 @@ impl Drop for LanAddrs {
 
 /// A TCP connection from `from` (a local address) to `to`.
 pub fn connect_from(from: std::net::IpAddr, to: SocketAddr) -> TcpStream {
+    try_connect_from(from, to).unwrap()
+}
+
+/// `connect_from`, or why not (a server that is gone refuses).
+pub fn try_connect_from(from: std::net::IpAddr, to: SocketAddr) -> nix::Result<TcpStream> {
     use nix::sys::socket::{
         AddressFamily, SockFlag, SockType, SockaddrIn, SockaddrIn6, bind, connect, socket,
     };
@@ -73,21 +78,21 @@ pub fn connect_from(from: std::net::IpAddr, to: SocketAddr) -> TcpStream {
     } else {
         AddressFamily::Inet
     };
-    let fd = socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).unwrap();
+    let fd = socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)?;
     match (from, to) {
         (std::net::IpAddr::V6(f), SocketAddr::V6(t)) => {
             let f = SockaddrIn6::from(SocketAddrV6::new(f, 0, 0, 0));
-            bind(fd.as_raw_fd(), &f).unwrap();
-            connect(fd.as_raw_fd(), &SockaddrIn6::from(t)).unwrap();
+            bind(fd.as_raw_fd(), &f)?;
+            connect(fd.as_raw_fd(), &SockaddrIn6::from(t))?;
         }
         (std::net::IpAddr::V4(f), SocketAddr::V4(t)) => {
             let f = SockaddrIn::from(std::net::SocketAddrV4::new(f, 0));
-            bind(fd.as_raw_fd(), &f).unwrap();
-            connect(fd.as_raw_fd(), &SockaddrIn::from(t)).unwrap();
+            bind(fd.as_raw_fd(), &f)?;
+            connect(fd.as_raw_fd(), &SockaddrIn::from(t))?;
         }
         _ => panic!("{from} and {to} are not of one family"),
     }
     let c = TcpStream::from(fd);
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    c
+    Ok(c)
 }
