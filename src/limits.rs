@@ -135,7 +135,7 @@ pub const AUTH_FAIL_NETS: usize = 256;
 /// An address whose login was good is held back only by its own count, not
 /// its network's, for this long after it (a browser's login is checked
 /// again each `AUTH_CACHE_TTL` while it is used); at most this many per
-/// worker (56 bytes each), and this many per user, its latest, so that
+/// worker (48 bytes each), and this many per user, its latest, so that
 /// one account exempts only a few addresses of a host that takes many.
 pub const AUTH_TRUSTED_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 pub const AUTH_TRUSTED: usize = 64;

@@ -262,6 +262,12 @@ mod tests {
     }
 
     #[test]
+    fn entries_are_as_small_as_configuration_md_says() {
+        assert_eq!(std::mem::size_of::<Entry>(), 40);
+        assert_eq!(std::mem::size_of::<Trusted>(), 48);
+    }
+
+    #[test]
     fn a_good_check_takes_back_only_itself() {
         let mut f = Failures::new(LIMITS);
         let a = client("10.0.0.1");
