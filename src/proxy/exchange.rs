@@ -197,7 +197,7 @@ impl Exchange<'_> {
                 }
             };
             let long_now = head.status == 101 || head.streaming;
-            if long_now && !self.went_long(&lease) {
+            if long_now && !self.pool.go_long(&lease) {
                 let n = self.settings.streams();
                 log::warn!("proxy {name}: {n} long-lived answers open, all logged in; 503");
                 return Ok(Attempt::Done(self.failed(Status::ServiceUnavailable, fwd)));
@@ -397,7 +397,7 @@ impl Exchange<'_> {
         if unframed {
             let at = Instant::now() + PROXY_LONG_AFTER;
             self.waits.deadlines.until(at).await;
-            if !self.went_long(lease) {
+            if !self.pool.go_long(lease) {
                 return Stop::NoRoom;
             }
         }
@@ -419,13 +419,6 @@ impl Exchange<'_> {
             Stop::ClientGone
         };
         future::or(cut, gone).await
-    }
-
-    /// Counts `lease` among the long-lived answers, in the place of the
-    /// oldest one without a login if they are at their limit; false when
-    /// every place is held by one that passed a login.
-    fn went_long(&self, lease: &Lease) -> bool {
-        self.pool.go_long(lease)
     }
 
     /// Waits out the backend's time to answer once the request is all

@@ -34,13 +34,17 @@ pub struct Pool {
 }
 
 /// What a request holds while it uses a connection, beside the connection's
-/// own slot.
-struct Held {
-    _share: Share,
-    /// Only for requests that passed no login.
-    _net_share: Option<Share>,
-    _anonymous: Option<Slot>,
-    logged_in: bool,
+/// own slot; each part is given back when it is dropped.
+enum Held {
+    /// It passed an `auth` realm: its client's share only.
+    LoggedIn { _share: Share },
+    /// Its client's share, its network's, and a place among the
+    /// connections requests without a login may take.
+    Anonymous {
+        _share: Share,
+        _net_share: Share,
+        _room: Slot,
+    },
 }
 
 struct Kept {
@@ -100,7 +104,7 @@ impl Pool {
         if lease.long.borrow().is_some() {
             return true;
         }
-        let logged_in = lease.held.as_ref().is_some_and(|h| h.logged_in);
+        let logged_in = matches!(lease.held, Some(Held::LoggedIn { .. }));
         let Some(place) = self.long.take(logged_in) else {
             return false;
         };
@@ -115,23 +119,17 @@ impl Pool {
             .take(client.id())
             .ok_or(Unavailable::ClientShare)?;
         if logged_in {
-            return Ok(Held {
-                _share: share,
-                _net_share: None,
-                _anonymous: None,
-                logged_in,
-            });
+            return Ok(Held::LoggedIn { _share: share });
         }
         let net_share = self
             .net_shares
             .take(client.net())
             .ok_or(Unavailable::NetShare)?;
         let anonymous = self.anonymous.take().ok_or(Unavailable::Anonymous)?;
-        Ok(Held {
+        Ok(Held::Anonymous {
             _share: share,
-            _net_share: Some(net_share),
-            _anonymous: Some(anonymous),
-            logged_in,
+            _net_share: net_share,
+            _room: anonymous,
         })
     }
 
