@@ -1748,7 +1748,7 @@ fn a_logged_in_stream_takes_the_place_of_the_oldest_without_a_login() {
         "{body}: {}",
         server.log_text()
     );
-    // Two streams without a login were cut for them, the oldest first.
+    // Both streams without a login were cut to make room for them.
     for (i, mut c) in hostile.into_iter().enumerate() {
         let mut rest = Vec::new();
         assert!(c.read_to_end(&mut rest).is_ok(), "stream {i} closed");
