@@ -121,17 +121,34 @@ pub const AUTH_CACHE_MAX: usize = 256;
 /// bytes; bcrypt reads only the first 72.
 pub const AUTH_MAX_CREDENTIAL: usize = 256;
 
-/// Checks of wrong passwords from one client (an IPv4 address, or an IPv6
-/// /64) within `AUTH_FAIL_WINDOW`, whatever the user names, before every
-/// Basic auth request from it gets 429 for the rest of the window; across
-/// all workers (each allows its share). Enough for a person's typos; it
-/// keeps online guessing to a few passwords a minute per client.
+/// Checks of wrong passwords from one client (an address, or an off-link
+/// IPv6 /64: `net::client`) within `AUTH_FAIL_WINDOW`, whatever the user
+/// names, before every Basic auth request from it gets 429 for the rest of
+/// the window; across all workers (each allows its share). Enough for a
+/// person's typos; it keeps online guessing to a few passwords a minute
+/// per client.
 pub const AUTH_FAIL_LIMIT: u32 = 5;
 pub const AUTH_FAIL_WINDOW: Duration = Duration::from_secs(60);
-/// Clients the limiter tracks per worker, about 40 bytes each. A new one
-/// past this replaces the one with the fewest failures, so a flood of new
-/// addresses does not free a held one.
+/// Checks of wrong passwords from all the clients of one network (a link's
+/// /64 or IPv4 subnet, an off-link /48 or /24) within
+/// `AUTH_NET_FAIL_WINDOW`, before its addresses that have not logged in
+/// lately get 429 for the rest of the window: 120 an hour for a host
+/// however many addresses it takes in that network. Four people's typos.
+pub const AUTH_NET_FAIL_LIMIT: u32 = 20;
+pub const AUTH_NET_FAIL_WINDOW: Duration = Duration::from_secs(600);
+/// Clients and networks the limiter tracks per worker, 40 bytes each. A
+/// new one past this replaces the one with the fewest failures, so a flood
+/// of new addresses does not free a held one.
 pub const AUTH_FAIL_CLIENTS: usize = 1024;
+pub const AUTH_FAIL_NETS: usize = 256;
+/// An address whose login was good is held back only by its own count, not
+/// its network's, for this long after it (a browser's login is checked
+/// again each `AUTH_CACHE_TTL` while it is used); at most this many per
+/// worker (48 bytes each), and this many per user, its latest, so that
+/// one account exempts only a few addresses of a host that takes many.
+pub const AUTH_TRUSTED_FOR: Duration = Duration::from_secs(24 * 60 * 60);
+pub const AUTH_TRUSTED: usize = 64;
+pub const AUTH_TRUSTED_PER_USER: usize = 4;
 
 /// Threads per worker that verify passwords. One: a bcrypt or sha-crypt
 /// check keeps a core busy for tens of milliseconds (hundreds on a device),

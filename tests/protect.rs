@@ -921,3 +921,58 @@ fn cross_origin_posts_to_scripts_are_refused_over(t: Transport) {
     let ran = std::fs::read_to_string(&ran).unwrap();
     assert_eq!(ran, "POST\nPOST\nPOST\nPOST\nGET\n", "over {t:?}");
 }
+
+#[test]
+fn hosts_of_one_lan_64_are_limited_apart_and_their_network_as_a_whole() {
+    // The server reads its links at start: the addresses come first.
+    let Some(lan) =
+        common::lan::LanAddrs::add(&[0xc301, 0xc302, 0xc303, 0xc304, 0xc305, 0xc306, 0xc307])
+    else {
+        return;
+    };
+    let s = protected(
+        Transport::Plain,
+        &["--listen", "127.0.0.1:0", "--listen", "[::1]:0"],
+    );
+    let url = format!("http://[::1]:{}/admin/", s.ipv6_port());
+    let host = |i: usize| lan.at(i).to_string();
+    let on = |i: usize, c: &str| from(&s, &host(i), &url, Some(c)).0;
+    let (guest, admin) = (0, 1);
+    assert_eq!(on(admin, "md5:pw-md5"), 200);
+    for i in 0..5 {
+        assert_eq!(on(guest, &format!("bcrypt:guess{i}")), 401, "guess {i}");
+    }
+    assert_eq!(on(guest, "bcrypt:pw-bcrypt"), 429, "the guest's own share");
+    assert_eq!(
+        on(admin, "sha512:pw-sha512"),
+        200,
+        "another host of the /64: {}",
+        s.log_text()
+    );
+    // The guest takes more addresses of the /64: the network's 20 checks
+    // in a window are all it gets, whatever addresses it takes.
+    for a in 2..5 {
+        for i in 0..5 {
+            assert_eq!(on(a, &format!("bcrypt:guess{a}{i}")), 401, "{a}: {i}");
+        }
+    }
+    assert_eq!(on(5, "bcrypt:guess"), 429, "a new address of the network");
+    assert!(
+        s.wait_log(
+            "auth: fd00:18:5::/64 reached its network's limit",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        s.log_text()
+    );
+    // What the owner gives up meanwhile: a first login from the network.
+    assert_eq!(on(6, "md5:pw-md5"), 429, "no login yet from this address");
+    // An address that logged in keeps its own share.
+    assert_eq!(on(admin, "sha256:pw-sha256"), 200, "the admin, not cached");
+    assert_eq!(on(admin, "md5:typo"), 401, "the admin's typo");
+    // Over IPv4, another network.
+    assert_eq!(
+        from(&s, "127.0.0.3", &s.url("/admin/"), Some("md5:pw-md5")).0,
+        200
+    );
+}

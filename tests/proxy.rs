@@ -1429,8 +1429,7 @@ fn one_address_holding_all_it_can_leaves_room_for_the_admin() {
 #[test]
 fn long_lived_answers_leave_room_for_short_requests() {
     let backend = Backend::tcp(device);
-    // Half of proxy-max for streams by default; one connection per address.
-    let server = backend.server(&["--proxy-max", "4"]);
+    let server = backend.server(&["--proxy-max", "8", "--proxy-max-streams", "2"]);
     let open_stream = |from: &str| {
         let mut c = server.connect_from(from);
         c.write_all(b"GET /api/status/stream HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -1438,30 +1437,41 @@ fn long_lived_answers_leave_room_for_short_requests() {
         (status_line_start(&mut c), c)
     };
     let mut streams = Vec::new();
-    for (from, want) in [
-        ("127.0.0.2", "HTTP/1.1 200"),
-        ("127.0.0.3", "HTTP/1.1 200"),
-        ("127.0.0.4", "HTTP/1.1 503"),
-        ("127.0.0.5", "HTTP/1.1 503"),
-    ] {
+    for from in ["127.0.0.2", "127.0.0.3"] {
         let (status, c) = open_stream(from);
-        assert_eq!(status, want, "{from}: {}", server.log_text());
+        assert_eq!(status, "HTTP/1.1 200", "{from}: {}", server.log_text());
         streams.push(c);
     }
-    assert!(server.wait_log("2 long-lived answers open; 503", Duration::from_secs(5)));
     for _ in 0..3 {
         assert_eq!(curl(&[&server.url("/api/short")]).0, 200);
     }
+    // The budget is full: a newcomer takes the place of the oldest stream
+    // that passed no login, rather than being refused.
+    let (status, newcomer) = open_stream("127.0.0.4");
+    assert_eq!(status, "HTTP/1.1 200", "{}", server.log_text());
+    let mut oldest = Vec::new();
+    let ended = streams.remove(0).read_to_end(&mut oldest);
+    assert!(ended.is_ok(), "the oldest stream is closed: {ended:?}");
+    assert!(server.wait_log(
+        "2 long-lived answers open; the oldest without a login is cut",
+        Duration::from_secs(5)
+    ));
+    assert!(server.wait_log(
+        "a stream without a login cut for a newcomer",
+        Duration::from_secs(5)
+    ));
     // A stream whose client leaves gives its place back, though the
     // backend sends nothing more on it.
-    drop(streams.remove(0));
-    let freed = wait_until(Duration::from_secs(10), || {
-        let (status, c) = open_stream("127.0.0.4");
-        streams.push(c);
-        status == "HTTP/1.1 200"
-    });
-    assert!(freed, "{}", server.log_text());
+    drop(newcomer);
     assert!(server.wait_log("the client of a stream left", Duration::from_secs(5)));
+    let (status, _c) = open_stream("127.0.0.5");
+    assert_eq!(status, "HTTP/1.1 200");
+    let log = server.log_text();
+    assert_eq!(
+        log.matches("cut for a newcomer").count(),
+        2,
+        "only one cut: {log}"
+    );
 }
 
 #[test]
@@ -1531,7 +1541,7 @@ fn a_client_leaving_before_the_answer_frees_its_backend_connection() {
 
 #[test]
 fn the_share_settings_are_errors_at_their_line() {
-    let good = "proxy-max 8\nproxy-max-per-client 2\nproxy-max-streams 4\nproxy-body-rate off\nproxy-body-rate 512\n";
+    let good = "proxy-max 8\nproxy-max-per-client 2\nproxy-max-streams 4\nproxy-body-rate off\nproxy-body-rate 512\nproxy-auth-reserve 0\nproxy-auth-reserve 7\n";
     assert_eq!(check_conf(good).0, Some(0), "{}", check_conf(good).1);
     for (conf, at) in [
         (
@@ -1540,9 +1550,470 @@ fn the_share_settings_are_errors_at_their_line() {
         ),
         ("proxy-max-streams many\n", "m.conf:1: proxy-max-streams:"),
         ("\nproxy-body-rate 0\n", "m.conf:2: proxy-body-rate:"),
+        (
+            "proxy-max 8\nproxy-auth-reserve 8\n",
+            "m.conf:2: proxy-auth-reserve: 8 leaves no connection for requests without a login",
+        ),
+        (
+            "proxy-auth-reserve 16\nproxy-max 16\n",
+            "m.conf:2: proxy-max: 16 leaves no connection for requests without a login beside `proxy-auth-reserve 16`",
+        ),
     ] {
         let (code, err) = check_conf(conf);
         assert_eq!(code, Some(2), "{conf}");
         assert!(err.contains(at), "{err}");
     }
+}
+
+/// Uploads held open against the server, each fed a little more than the
+/// least body pace (`proxy-body-rate`, 1 KiB/s) by a thread of its own
+/// until the flood is dropped, as a hostile client keeps them.
+struct Uploads {
+    held: std::sync::Arc<Mutex<Vec<std::net::TcpStream>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Uploads {
+    fn new() -> Uploads {
+        let held = std::sync::Arc::new(Mutex::new(Vec::<std::net::TcpStream>::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (h, s) = (held.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                for c in h.lock().unwrap().iter_mut() {
+                    let _ = c.write_all(&[b'u'; 768]);
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+        Uploads { held, stop }
+    }
+
+    /// Opens one more from `from` to the listener at `to`: true when it
+    /// has its backend connection (a 100 Continue shows it), false when
+    /// the server refused it with 503.
+    fn open(&self, from: std::net::IpAddr, to: std::net::SocketAddr) -> bool {
+        let mut c = common::lan::connect_from(from, to);
+        c.write_all(b"POST /api/upload HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 100000000\r\n\r\n").unwrap();
+        match status_line_start(&mut c).as_str() {
+            "HTTP/1.1 100" => {
+                self.held.lock().unwrap().push(c);
+                true
+            }
+            "HTTP/1.1 503" => false,
+            other => panic!("{other}"),
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.held.lock().unwrap().len()
+    }
+}
+
+impl Drop for Uploads {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn v4(last: u8) -> std::net::IpAddr {
+    std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, last))
+}
+
+#[test]
+fn requests_that_passed_a_login_find_room_beside_uploads_from_many_addresses() {
+    let root = TempDir::new("root");
+    root.write("index.html", "hi");
+    let users = htpasswd(&root, "admin", "pw");
+    let backend = Backend::tcp(device);
+    let route = format!("/api/ {}", backend.address);
+    let auth = format!("/api/settings \"dev\" {}", users.display());
+    // The shipped defaults (proxy-max 64, a quarter of it per client).
+    let server = Server::start_in(root, &["--proxy", &route, "--auth", &auth]);
+    let to = std::net::SocketAddr::from(([127, 0, 0, 1], server.port));
+    let uploads = Uploads::new();
+    for a in 2..=5 {
+        while uploads.open(v4(a), to) {}
+    }
+    let settings = |server: &Server| {
+        let (code, _, body) = curl(&[
+            "-u",
+            "admin:pw",
+            "--data-binary",
+            "wifi=on",
+            &server.url("/api/settings"),
+        ]);
+        (code, String::from_utf8_lossy(&body).into_owned())
+    };
+    assert_eq!(
+        settings(&server),
+        (200, "POST /api/settings HTTP/1.1\nwifi=on".to_string()),
+        "{} uploads held: {}",
+        uploads.count(),
+        server.log_text()
+    );
+    // One network (all of 127/8 is lo's) holds half of proxy-max.
+    assert_eq!(uploads.count(), 32, "{}", server.log_text());
+    assert!(server.wait_log(
+        "127.0.0.0/8 holds 32 connections without a login; 503",
+        Duration::from_secs(5)
+    ));
+    drop((uploads, server));
+
+    // Four addresses, two uploads each, a network's share as large as
+    // proxy-max: what passed no login takes all but the reserved quarter.
+    let root = TempDir::new("root");
+    let users = htpasswd(&root, "admin", "pw");
+    let auth = format!("/api/settings \"dev\" {}", users.display());
+    let server = Server::start_in(
+        root,
+        &[
+            "--proxy",
+            &route,
+            "--auth",
+            &auth,
+            "--proxy-max",
+            "8",
+            "--proxy-max-per-client",
+            "8",
+        ],
+    );
+    let to = std::net::SocketAddr::from(([127, 0, 0, 1], server.port));
+    let uploads = Uploads::new();
+    let opened: Vec<bool> = (2..=5)
+        .flat_map(|a| [uploads.open(v4(a), to), uploads.open(v4(a), to)])
+        .collect();
+    assert_eq!(opened.iter().filter(|&&o| o).count(), 6, "{opened:?}");
+    for _ in 0..3 {
+        assert_eq!(settings(&server).0, 200, "{}", server.log_text());
+    }
+    assert!(server.wait_log(
+        "6 connections held without a login, the rest kept for logged-in requests; 503",
+        Duration::from_secs(5)
+    ));
+}
+
+/// A backend with event streams (paths ending in `/stream`, open until the
+/// proxy closes them) and a long download (`/download`: 12 chunks, one a
+/// second, without a length); everything else echoed.
+fn streams_and_downloads(req: &Seen, s: &mut dyn Duplex) -> bool {
+    let target = req.head.split(' ').nth(1).unwrap_or("");
+    if target.ends_with("/stream") {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\ne\r\ndata: status\n\n\r\n");
+        let mut b = [0u8; 1];
+        let _ = s.read(&mut b);
+        return false;
+    }
+    if target.ends_with("/download") {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for i in 0..12 {
+            if s.write_all(format!("9\r\nchunk {i:02}\n\r\n").as_bytes())
+                .is_err()
+            {
+                return false;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let _ = s.write_all(b"0\r\n\r\n");
+        return true;
+    }
+    echo(req, s)
+}
+
+#[test]
+fn a_logged_in_stream_takes_the_place_of_the_oldest_without_a_login() {
+    let root = TempDir::new("root");
+    let users = htpasswd(&root, "admin", "pw");
+    let backend = Backend::tcp(streams_and_downloads);
+    let route = format!("/api/ {}", backend.address);
+    let auth = format!("/api/admin/ \"dev\" {}", users.display());
+    let server = Server::start_in(
+        root,
+        &[
+            "--proxy",
+            &route,
+            "--auth",
+            &auth,
+            "--proxy-max-streams",
+            "2",
+        ],
+    );
+    let open_stream = |from: &str, headers: &str| {
+        let mut c = server.connect_from(from);
+        let req = format!("GET /api/status/stream HTTP/1.1\r\nHost: t\r\n{headers}\r\n");
+        c.write_all(req.as_bytes()).unwrap();
+        (status_line_start(&mut c), c)
+    };
+    // Event streams without a login, from two addresses, fill the budget.
+    let mut hostile = Vec::new();
+    for from in ["127.0.0.2", "127.0.0.3"] {
+        let (status, c) = open_stream(from, "");
+        assert_eq!(status, "HTTP/1.1 200");
+        hostile.push(c);
+    }
+    // The admin's download outlives the short requests' 10 s and becomes
+    // long-lived: it must not be the one cut.
+    let download = std::thread::spawn({
+        let url = server.url("/api/admin/download");
+        move || curl(&["-u", "admin:pw", "--max-time", "60", &url])
+    });
+    // So must the admin's own event stream.
+    let mut admin = server.connect();
+    admin
+        .write_all(b"GET /api/admin/stream HTTP/1.1\r\nHost: t\r\nAuthorization: Basic YWRtaW46cHc=\r\n\r\n")
+        .unwrap();
+    assert_eq!(
+        status_line_start(&mut admin),
+        "HTTP/1.1 200",
+        "{}",
+        server.log_text()
+    );
+    let (code, _, body) = download.join().unwrap();
+    let body = String::from_utf8_lossy(&body).into_owned();
+    assert_eq!(
+        (code, body.lines().count()),
+        (200, 12),
+        "{body}: {}",
+        server.log_text()
+    );
+    // Both streams without a login were cut to make room for them.
+    for (i, mut c) in hostile.into_iter().enumerate() {
+        let mut rest = Vec::new();
+        assert!(c.read_to_end(&mut rest).is_ok(), "stream {i} closed");
+    }
+    let mut more = [0u8; 64];
+    admin
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let still_open = admin.read(&mut more).map_or(true, |n| n > 0);
+    assert!(still_open, "the admin's stream goes on");
+}
+
+#[test]
+fn hosts_of_one_lan_64_have_their_own_proxy_shares() {
+    // The server reads its links at start: the addresses come first.
+    let Some(lan) = common::lan::LanAddrs::add(&[0xc401, 0xc402]) else {
+        return;
+    };
+    let backend = Backend::tcp(echo);
+    let server = backend.server(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--listen",
+        "[::1]:0",
+        "--proxy-max-per-client",
+        "2",
+    ]);
+    let to = std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, server.ipv6_port()));
+    let (guest, admin) = (lan.at(0).into(), lan.at(1).into());
+    let uploads = Uploads::new();
+    assert!(uploads.open(guest, to) && uploads.open(guest, to));
+    assert!(!uploads.open(guest, to), "the guest's share is 2");
+    let mut c = common::lan::connect_from(admin, to);
+    c.write_all(b"GET /api/status HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c, false).expect("an answer");
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "GET /api/status HTTP/1.1\n".to_string()),
+        "another host of the /64: {}",
+        server.log_text()
+    );
+}
+
+/// Standard base64, for Basic credentials.
+fn base64(data: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The outcome the client rules are for: one hostile host of the LAN,
+/// with many addresses of the owner's /64 and many IPv4 addresses, floods
+/// password guesses and uploads; the owner, on another address of the same
+/// /64 and over IPv4, has every request answered within 2 s and logs in.
+#[test]
+fn the_owner_is_served_and_logs_in_while_a_lan_host_floods() {
+    use std::net::{IpAddr, SocketAddr};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    // The server reads its links at start: the addresses come first.
+    let hosts: Vec<u16> = (0xc501..=0xc501 + 16).collect();
+    let Some(lan) = common::lan::LanAddrs::add(&hosts) else {
+        return;
+    };
+    let root = TempDir::new("root");
+    root.write("index.html", "hello");
+    let users = root.path().join("users");
+    std::fs::write(&users, "").unwrap();
+    let people: Vec<String> = (0..12).map(|i| format!("owner{i}")).collect();
+    for user in &people {
+        let ok = Command::new("htpasswd")
+            .args(["-b", "-B", "-C", "5"])
+            .arg(&users)
+            .args([user, "right"])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+    let backend = Backend::tcp(echo);
+    let route = format!("/api/ {}", backend.address);
+    let auth = format!("/api/settings \"dev\" {}", users.display());
+    let conf = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("rootfs-overlay/etc/marmoset/marmoset.conf");
+    // The shipped device config, served from here by this user.
+    let server = Server::start_with_config(
+        &conf,
+        root,
+        &[
+            "--user",
+            "root",
+            "--group",
+            "root",
+            "--syslog",
+            "off",
+            "--listen",
+            "127.0.0.1:0",
+            "--listen",
+            "[::1]:0",
+            "--proxy",
+            &route,
+            "--auth",
+            &auth,
+        ],
+    );
+    let v4_to = SocketAddr::from(([127, 0, 0, 1], server.port));
+    let v6_to = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, server.ipv6_port()));
+    let owner_v6 = lan.at(0).to_string();
+    let hostile: Vec<(IpAddr, SocketAddr)> = (1..hosts.len())
+        .map(|i| (IpAddr::V6(lan.at(i)), v6_to))
+        .chain((10..30).map(|a| (v4(a), v4_to)))
+        .collect();
+    let owner_urls = [
+        (
+            "127.0.0.1".to_string(),
+            format!("http://127.0.0.1:{}", v4_to.port()),
+        ),
+        (owner_v6.clone(), format!("http://[::1]:{}", v6_to.port())),
+    ];
+    // The owner used the device before: its addresses have logged in.
+    for (from, base) in &owner_urls {
+        let url = format!("{base}/api/settings");
+        let (code, _, _) = curl(&["--interface", from, "-u", "owner0:right", &url]);
+        assert_eq!(code, 200, "{from}: {}", server.log_text());
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let checked = Arc::new(AtomicUsize::new(0));
+    let held_back = Arc::new(AtomicUsize::new(0));
+    let guessers: Vec<_> = (0..4)
+        .map(|t| {
+            let (stop, checked, held_back) = (stop.clone(), checked.clone(), held_back.clone());
+            let hostile = hostile.clone();
+            std::thread::spawn(move || {
+                let mut n = t;
+                while !stop.load(Ordering::Relaxed) {
+                    let (from, to) = hostile[n % hostile.len()];
+                    let guess = base64(format!("owner0:guess{n}").as_bytes());
+                    let Ok(mut c) = common::lan::try_connect_from(from, to) else {
+                        break;
+                    };
+                    let req = format!("GET /api/settings HTTP/1.1\r\nHost: localhost\r\nAuthorization: Basic {guess}\r\nConnection: close\r\n\r\n");
+                    if c.write_all(req.as_bytes()).is_ok() {
+                        match read_response(&mut c, false).map(|r| r.status) {
+                            Some(401) => checked.fetch_add(1, Ordering::Relaxed),
+                            Some(429) => held_back.fetch_add(1, Ordering::Relaxed),
+                            _ => 0,
+                        };
+                    }
+                    n += 4;
+                }
+            })
+        })
+        .collect();
+    let uploads = Uploads::new();
+    for &(from, to) in &hostile {
+        while uploads.open(from, to) {}
+    }
+    assert!(uploads.count() > 0);
+
+    // Every request the owner makes is answered within 2 s, the login
+    // of a user not yet cached included.
+    let mut user = people.iter().skip(1);
+    let slowest = std::cell::Cell::new(Duration::ZERO);
+    for round in 0..3 {
+        for (from, base) in &owner_urls {
+            let within = |args: &[&str]| {
+                let mut all = vec!["--interface", from.as_str(), "--max-time", "2"];
+                all.extend_from_slice(args);
+                let start = std::time::Instant::now();
+                let answer = curl(&all);
+                slowest.set(slowest.get().max(start.elapsed()));
+                answer
+            };
+            let settings = format!("{base}/api/settings");
+            let (code, _, body) = within(&["-u", "owner0:right", "--data-binary", "x", &settings]);
+            assert_eq!(
+                (code, String::from_utf8_lossy(&body).as_ref()),
+                (200, "POST /api/settings HTTP/1.1\nx"),
+                "round {round}, the API from {from}: {}",
+                server.log_text()
+            );
+            let (code, _, body) = within(&[&format!("{base}/index.html")]);
+            assert_eq!(
+                (code, body.as_slice()),
+                (200, &b"hello"[..]),
+                "a file from {from}"
+            );
+            let login = format!("{}:right", user.next().unwrap());
+            let (code, _, _) = within(&["-u", &login, &settings]);
+            assert_eq!(
+                code,
+                200,
+                "round {round}, {login} from {from}: {}",
+                server.log_text()
+            );
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for g in guessers {
+        g.join().unwrap();
+    }
+    // The hostile host's guesses: its two networks' 20 each in a window,
+    // however many addresses it took.
+    let (checked, held_back) = (
+        checked.load(Ordering::Relaxed),
+        held_back.load(Ordering::Relaxed),
+    );
+    eprintln!(
+        "guesses checked {checked}, held back {held_back}; uploads held {}; the owner's slowest answer {:?}",
+        uploads.count(),
+        slowest.get()
+    );
+    assert!(checked <= 40, "{checked} guesses checked");
+    assert!(held_back > 0, "{checked} checked, none held back");
+    assert!(server.wait_log(
+        "auth: fd00:18:5::/64 reached its network's limit",
+        Duration::from_secs(5)
+    ));
+    assert!(server.wait_log(
+        "auth: 127.0.0.0/8 reached its network's limit",
+        Duration::from_secs(5)
+    ));
 }

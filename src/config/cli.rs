@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::config::{self, Applier, Config, ConfigError, Origin};
+use crate::net::client::OnLink;
 
 pub enum Action {
     Run(Config),
@@ -130,10 +131,13 @@ Reverse proxy:
   --proxy-max N                backend connections per worker, 503 beyond (default 64)
   --proxy-max-body BYTES       request body limit, 413 beyond (default off: none)
   --proxy-tunnel-timeout S     idle time before a WebSocket tunnel closes (default 120)
-  --proxy-max-per-client N     of those, for one client address (IPv6: one /64);
-                               503 beyond (default a quarter of --proxy-max)
+  --proxy-max-per-client N     of those, for one client (an address; IPv6
+                               off the link: a /64); 503 beyond (default a
+                               quarter of --proxy-max)
   --proxy-max-streams N        of those, for tunnels and event streams; 503
                                beyond (default half of --proxy-max)
+  --proxy-auth-reserve N       of those, only for requests that passed an
+                               auth realm (default a quarter of --proxy-max)
   --proxy-body-rate BYTES      least request body pace per second after
                                --header-timeout, 408 below (default 1024; off)
 
@@ -202,6 +206,7 @@ fn parse_with(
         key: "root".into(),
         problem: format!("cannot make `{}` absolute: {e}", config.root.display()),
     })?;
+    config.links = OnLink::read();
     Ok(if check {
         Action::CheckConfig(config)
     } else {

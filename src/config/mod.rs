@@ -10,6 +10,7 @@ use crate::cgi::settings as cgi;
 use crate::files::root::Symlinks;
 use crate::limits;
 use crate::logs::access_log::Destination;
+use crate::net::client::OnLink;
 use crate::policy::hosts::AllowedHosts;
 use crate::policy::prefix::covers;
 use crate::policy::rules::Rules;
@@ -59,6 +60,9 @@ pub struct Config {
     /// Where cross-origin requests with unsafe methods are refused.
     pub cross_origin: origin::Settings,
     pub tls: tls::Settings,
+    /// The networks of the server's own links, as they were when the
+    /// configuration was read: who a client is (`net::client`).
+    pub links: OnLink,
     /// What was accepted but is probably not what was meant, logged at
     /// start (the logger does not exist yet while the config is read).
     pub warnings: Vec<ConfigError>,
@@ -99,6 +103,7 @@ impl Default for Config {
             realms: Vec::new(),
             cross_origin: origin::Settings::default(),
             tls: tls::Settings::default(),
+            links: OnLink::default(),
             warnings: Vec::new(),
         }
     }
@@ -245,6 +250,7 @@ pub const KEYS: &[&str] = &[
     "proxy-tunnel-timeout",
     "proxy-max-per-client",
     "proxy-max-streams",
+    "proxy-auth-reserve",
     "proxy-body-rate",
     "ubus",
     "ubus-timeout",

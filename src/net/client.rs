@@ -1,76 +1,269 @@
 //! Who a client is, for the limits that count per client (login failures,
-//! shares of the backend connections).
+//! shares of the backend connections), and the network it is counted in
+//! with others.
+//!
+//! A peer on one of the server's own links (in the same /64 as one of its
+//! IPv6 addresses, any link-local address, or in the subnet of one of its
+//! IPv4 addresses) is one client per address: on a router's LAN every host
+//! is in the same /64, so a /64 would make the whole LAN one client. Such
+//! a host may take as many addresses as it likes, so the limits also count
+//! its network as a whole (`Client::net`), with a larger budget. Off the
+//! link, an IPv6 client is its /64 (what one site is given) counted in its
+//! /48; an IPv4 client is its address, counted in its /24.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// A client as per-client limits count it: an IPv4 address, or an IPv6
-/// /64. A host given a /64 picks among its addresses at will, so one IPv6
-/// address would be no limit at all.
+/// An address block: the upper `len` bits of an IPv6 address, an IPv4
+/// block written as its IPv4-mapped form (`::ffff:a.b.c.d`, `len` 96 and
+/// more). Bytes, not a `u128`, so that a table entry is not padded to 16.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Client {
-    V4(Ipv4Addr),
-    /// The network's upper 64 bits.
-    V6Net(u64),
+pub struct Net {
+    bits: [u8; 16],
+    len: u8,
 }
 
-impl From<IpAddr> for Client {
-    fn from(ip: IpAddr) -> Client {
-        match ip {
-            IpAddr::V4(a) => Client::V4(a),
-            // On an IPv6 socket an IPv4 client is ::ffff:a.b.c.d: the same client.
-            IpAddr::V6(a) => match a.to_ipv4_mapped() {
-                Some(v4) => Client::V4(v4),
-                None => Client::V6Net((u128::from(a) >> 64) as u64),
-            },
+impl Net {
+    fn new(addr: u128, len: u8) -> Net {
+        let len = len.min(128);
+        let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+        Net {
+            bits: (addr & mask).to_be_bytes(),
+            len,
         }
+    }
+
+    fn contains(&self, addr: u128) -> bool {
+        Net::new(addr, self.len) == *self
+    }
+
+    fn is_v4(&self) -> bool {
+        self.len >= 96 && Ipv6Addr::from(self.bits).to_ipv4_mapped().is_some()
+    }
+}
+
+impl fmt::Display for Net {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = Ipv6Addr::from(self.bits);
+        match (a.to_ipv4_mapped().filter(|_| self.is_v4()), self.len) {
+            (Some(v4), 128) => write!(f, "{v4}"),
+            (Some(v4), len) => write!(f, "{v4}/{}", len - 96),
+            (None, 128) => write!(f, "{a}"),
+            (None, len) => write!(f, "{a}/{len}"),
+        }
+    }
+}
+
+/// A client as per-client limits count it, and the network whose
+/// aggregate budget it shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Client {
+    id: Net,
+    net: Net,
+}
+
+impl Client {
+    /// What its own budget is kept under: an address, or an IPv6 /64.
+    pub fn id(&self) -> Net {
+        self.id
+    }
+
+    /// The network counted as a whole above it.
+    pub fn net(&self) -> Net {
+        self.net
     }
 }
 
 impl fmt::Display for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Client::V4(a) => write!(f, "{a}"),
-            Client::V6Net(net) => {
-                let a = std::net::Ipv6Addr::from(u128::from(net) << 64);
-                write!(f, "{a}/64")
+        self.id.fmt(f)
+    }
+}
+
+/// IPv6 networks a site is given (RFC 6177): an off-link IPv6 client's
+/// own budget is kept per /64, its network's per /48.
+const SITE_V6: u8 = 64;
+const PROVIDER_V6: u8 = 48;
+/// An off-link IPv4 client's network: its /24.
+const NET_V4: u8 = 96 + 24;
+/// fe80::/10: every link-local peer is on a link of the server's.
+const LINK_LOCAL: Net = Net {
+    bits: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    len: 10,
+};
+
+/// The networks of the server's own links, read from its interfaces at
+/// start and at each reload.
+#[derive(Debug, Clone, Default)]
+pub struct OnLink {
+    nets: Vec<Net>,
+}
+
+impl OnLink {
+    /// The server's interfaces' networks as they are now; none (every
+    /// peer off-link) when they cannot be read.
+    pub fn read() -> OnLink {
+        let addrs = match nix::ifaddrs::getifaddrs() {
+            Ok(a) => a,
+            Err(e) => {
+                log::warn!(
+                    "cannot read the interfaces' addresses ({e}): every client is counted as off-link"
+                );
+                return OnLink::default();
+            }
+        };
+        let mut nets = Vec::new();
+        for a in addrs {
+            let (Some(addr), mask) = (a.address, a.netmask) else {
+                continue;
+            };
+            let net = if let Some(v6) = addr.as_sockaddr_in6() {
+                // The /64 whatever the interface's prefix length: an
+                // address given by DHCPv6 is a /128, its link a /64.
+                Net::new(u128::from(v6.ip()), SITE_V6)
+            } else if let Some(v4) = addr.as_sockaddr_in() {
+                let len = mask
+                    .and_then(|m| m.as_sockaddr_in().map(|m| m.ip().to_bits().leading_ones()))
+                    .unwrap_or(32);
+                Net::new(mapped(v4.ip()), 96 + len as u8)
+            } else {
+                continue;
+            };
+            if !nets.contains(&net) {
+                nets.push(net);
+            }
+        }
+        OnLink { nets }
+    }
+
+    #[cfg(test)]
+    fn of(nets: &[(&str, u8)]) -> OnLink {
+        let nets = nets
+            .iter()
+            .map(|(a, len)| match a.parse::<IpAddr>().unwrap() {
+                IpAddr::V4(v4) => Net::new(mapped(v4), 96 + len),
+                IpAddr::V6(v6) => Net::new(u128::from(v6), *len),
+            })
+            .collect();
+        OnLink { nets }
+    }
+
+    /// Who `ip` is.
+    pub fn client(&self, ip: IpAddr) -> Client {
+        // On an IPv6 socket an IPv4 client is ::ffff:a.b.c.d: the same client.
+        let ip = match ip {
+            IpAddr::V6(a) => a.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match ip {
+            IpAddr::V4(a) => {
+                let a = mapped(a);
+                let net = self.on_link(a).unwrap_or(Net::new(a, NET_V4));
+                Client {
+                    id: Net::new(a, 128),
+                    net,
+                }
+            }
+            IpAddr::V6(a) => {
+                let a = u128::from(a);
+                if LINK_LOCAL.contains(a) {
+                    return Client {
+                        id: Net::new(a, 128),
+                        net: Net::new(a, SITE_V6),
+                    };
+                }
+                match self.on_link(a) {
+                    Some(net) => Client {
+                        id: Net::new(a, 128),
+                        net,
+                    },
+                    None => Client {
+                        id: Net::new(a, SITE_V6),
+                        net: Net::new(a, PROVIDER_V6),
+                    },
+                }
             }
         }
     }
+
+    fn on_link(&self, a: u128) -> Option<Net> {
+        self.nets.iter().find(|n| n.contains(a)).copied()
+    }
+}
+
+fn mapped(a: Ipv4Addr) -> u128 {
+    u128::from(a.to_ipv6_mapped())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn lan() -> OnLink {
+        OnLink::of(&[("fd00:18:5::1", 64), ("192.168.1.1", 24)])
+    }
+
     fn client(s: &str) -> Client {
-        Client::from(s.parse::<IpAddr>().unwrap())
+        lan().client(s.parse::<IpAddr>().unwrap())
     }
 
     #[test]
-    fn ipv6_clients_are_counted_per_64() {
+    fn on_link_peers_are_one_client_per_address_counted_in_their_link() {
+        let (guest, admin) = (client("fd00:18:5::2"), client("fd00:18:5::3"));
+        assert_ne!(guest, admin);
+        assert_eq!(guest.net(), admin.net());
+        assert_eq!(guest.to_string(), "fd00:18:5::2");
+        assert_eq!(guest.net().to_string(), "fd00:18:5::/64");
+        let (a, b) = (client("fe80::1"), client("fe80::2"));
+        assert_ne!(a, b, "link-local peers are always on-link");
+        assert_eq!(a.net(), b.net());
+        let (a, b) = (client("192.168.1.2"), client("192.168.1.3"));
+        assert_ne!(a, b);
+        assert_eq!(a.net().to_string(), "192.168.1.0/24");
+        assert_eq!(a.net(), b.net());
+    }
+
+    #[test]
+    fn off_link_ipv6_clients_are_their_64_counted_in_their_48() {
         assert_eq!(
             client("2001:db8:1:2::1"),
             client("2001:db8:1:2:ffff:ffff:ffff:ffff")
         );
-        assert_eq!(client("2001:db8:1:2::1"), client("2001:db8:1:2:a:b:c:d"));
         assert_ne!(client("2001:db8:1:2::1"), client("2001:db8:1:3::1"));
-        assert_ne!(client("2001:db8:1:2::1"), client("2001:db9:1:2::1"));
+        assert_eq!(
+            client("2001:db8:1:2::1").net(),
+            client("2001:db8:1:3::1").net()
+        );
+        assert_ne!(
+            client("2001:db8:1:2::1").net(),
+            client("2001:db8:2:2::1").net()
+        );
         assert_eq!(
             client("2001:db8:1:2:3:4:5:6").to_string(),
             "2001:db8:1:2::/64"
+        );
+        assert_eq!(
+            client("fd00:18:6::2"),
+            client("fd00:18:6::3"),
+            "another /64 of the same ULA prefix is off-link"
         );
     }
 
     #[test]
     fn ipv4_mapped_clients_are_their_ipv4_address() {
         assert_eq!(client("::ffff:192.168.1.2"), client("192.168.1.2"));
-        assert_eq!(
-            client("::ffff:192.168.1.2"),
-            Client::V4(Ipv4Addr::new(192, 168, 1, 2))
-        );
+        assert_eq!(client("::ffff:192.168.1.2").to_string(), "192.168.1.2");
         assert_ne!(client("::ffff:192.168.1.2"), client("::ffff:192.168.1.3"));
         // IPv4 addresses are whole: neighbours are other clients.
-        assert_ne!(client("192.168.1.2"), client("192.168.1.3"));
+        assert_ne!(client("10.0.0.2"), client("10.0.0.3"));
+        assert_eq!(client("10.0.0.2").net().to_string(), "10.0.0.0/24");
+    }
+
+    #[test]
+    fn the_interfaces_are_read() {
+        // Every Linux host has a loopback interface.
+        let links = OnLink::read();
+        let c = links.client("127.0.0.9".parse().unwrap());
+        assert_eq!(c.net().to_string(), "127.0.0.0/8", "{links:?}");
     }
 }

@@ -4,7 +4,8 @@
 //! and Apache's `$apr1$` here, since neither libc knows it. Checks run on a
 //! small pool of threads with a bounded queue, since bcrypt and sha-crypt
 //! take long on small CPUs; successes are cached briefly, and failures are
-//! limited per client address (see `failures`), counted when a check starts.
+//! limited per client and per client network (see `failures`), counted
+//! when a check starts.
 
 use std::ffi::{CStr, CString, c_char};
 use std::hash::{BuildHasher, Hasher, RandomState};
@@ -22,10 +23,10 @@ use futures_lite::AsyncReadExt;
 use crate::http::request::{Field, Request};
 use crate::limits::{
     AUTH_CACHE_MAX, AUTH_CACHE_TTL, AUTH_FAIL_LIMIT, AUTH_FAIL_WINDOW, AUTH_MAX_CREDENTIAL,
-    AUTH_QUEUE, AUTH_THREADS,
+    AUTH_NET_FAIL_LIMIT, AUTH_NET_FAIL_WINDOW, AUTH_QUEUE, AUTH_THREADS,
 };
-use crate::net::client::Client;
-use crate::policy::failures::{Counted, Failures};
+use crate::net::client::OnLink;
+use crate::policy::failures::{Counted, Failures, Limits};
 use crate::policy::prefix;
 
 /// For a realm without users: a hash of a real format, so that unknown
@@ -119,7 +120,7 @@ pub enum Decision {
     Pass(Option<String>),
     /// 401 with this realm's challenge.
     Challenge(Rc<str>),
-    /// 429: too many failures from this client (address, or IPv6 /64).
+    /// 429: too many failures from this client, or from its network.
     Limited,
     /// 503: the verification queue is full.
     Busy,
@@ -181,26 +182,36 @@ pub struct Auth {
     /// `(credentials tag, user, valid until)`; small, so a Vec (no hash map code in the binary).
     cache: Vec<(u64, String, Instant)>,
     failures: Failures,
+    /// Who a peer address is.
+    links: OnLink,
     keys: RandomState,
 }
 
-/// Worker `slot` of `workers`' share of the failure limit. Each worker keeps
-/// its own table, and a client's connections may reach any worker, so the
-/// limit is divided: the shares add up to `AUTH_FAIL_LIMIT` (with at least
-/// one try per worker when there are more workers than tries).
-pub fn fail_share(slot: usize, workers: usize) -> u32 {
-    let n = workers.max(1) as u32;
-    let extra = u32::from((slot as u32) < AUTH_FAIL_LIMIT % n);
-    (AUTH_FAIL_LIMIT / n + extra).max(1)
+/// Worker `slot` of `workers`' share of the failure limits. Each worker
+/// keeps its own tables, and a client's connections may reach any worker,
+/// so each limit is divided: the shares add up to `AUTH_FAIL_LIMIT` and
+/// `AUTH_NET_FAIL_LIMIT` (with at least one try per worker when there are
+/// more workers than tries).
+pub fn fail_share(slot: usize, workers: usize) -> Limits {
+    let share = |limit: u32| {
+        let n = workers.max(1) as u32;
+        let extra = u32::from((slot as u32) < limit % n);
+        (limit / n + extra).max(1)
+    };
+    Limits {
+        client: share(AUTH_FAIL_LIMIT),
+        net: share(AUTH_NET_FAIL_LIMIT),
+    }
 }
 
 impl Auth {
-    pub fn new(realms: &[Realm], fail_limit: u32) -> Auth {
+    pub fn new(realms: &[Realm], limits: Limits, links: OnLink) -> Auth {
         Auth {
             realms: realms.to_vec(),
             files: realms.iter().map(|_| None).collect(),
             cache: Vec::new(),
-            failures: Failures::new(fail_limit),
+            failures: Failures::new(limits),
+            links,
             keys: RandomState::new(),
         }
     }
@@ -224,6 +235,7 @@ impl Auth {
         let realm = self.realms[i].name.clone();
         let header = req.get(Field::Authorization);
         let tag = header.map(|h| self.tag(i, h));
+        let who = self.links.client(client);
         // The answer to a check this request started: given even if the
         // client has been held back since, as the check was within its share.
         if let Some(v) = verdict.filter(|v| Some(v.tag) == tag) {
@@ -231,6 +243,7 @@ impl Auth {
                 if let Some(counted) = v.counted {
                     self.failures.refund(counted);
                 }
+                self.failures.trust(who, &v.user);
                 self.remember(v.tag, &v.user);
                 return Decision::Pass(Some(v.user));
             }
@@ -245,7 +258,6 @@ impl Auth {
         // guess, or a guess matching a login cached for its owner would
         // still tell itself apart. Per client, not per client and user, so
         // that switching names buys no more guesses (and no more hashing).
-        let who = Client::from(client);
         if self.failures.held(who) {
             return Decision::Limited;
         }
@@ -256,7 +268,10 @@ impl Auth {
         self.file(i);
         if let Some((_, user, until)) = self.cache.iter().find(|(t, _, _)| *t == tag) {
             if *until > Instant::now() {
-                return Decision::Pass(Some(user.clone()));
+                // A login checked for another address is as good from this one.
+                let user = user.clone();
+                self.failures.trust(who, &user);
+                return Decision::Pass(Some(user));
             }
         }
         let Some((user, password)) = basic_credentials(header) else {
@@ -294,7 +309,13 @@ impl Auth {
         // all start before the first is counted. The same credentials
         // already being checked (a browser's parallel requests) are one guess.
         let counted = (!again).then(|| self.failures.count(who));
-        if self.failures.held(who) {
+        if self.failures.net_holds(who) {
+            log::warn!(
+                "auth: {} reached its network's limit of login checks; 429 for up to {}s to its addresses without a login in the last day",
+                who.net(),
+                AUTH_NET_FAIL_WINDOW.as_secs()
+            );
+        } else if self.failures.held(who) {
             log::warn!(
                 "auth: {who} reached its limit of login checks; 429 for up to {}s",
                 AUTH_FAIL_WINDOW.as_secs()
@@ -798,12 +819,17 @@ mod tests {
 
     #[test]
     fn the_failure_limit_is_divided_among_workers() {
-        assert_eq!(fail_share(0, 1), AUTH_FAIL_LIMIT);
+        assert_eq!(fail_share(0, 1).client, AUTH_FAIL_LIMIT);
+        assert_eq!(fail_share(0, 1).net, AUTH_NET_FAIL_LIMIT);
         for workers in 1..=AUTH_FAIL_LIMIT as usize {
-            let total: u32 = (0..workers).map(|slot| fail_share(slot, workers)).sum();
+            let total: u32 = (0..workers)
+                .map(|slot| fail_share(slot, workers).client)
+                .sum();
             assert_eq!(total, AUTH_FAIL_LIMIT, "{workers} workers");
+            let total: u32 = (0..workers).map(|slot| fail_share(slot, workers).net).sum();
+            assert_eq!(total, AUTH_NET_FAIL_LIMIT, "{workers} workers");
         }
-        assert_eq!(fail_share(63, 64), 1, "at least one try per worker");
+        assert_eq!(fail_share(63, 64).client, 1, "at least one try per worker");
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct Exchange<'a> {
     pub buffers: &'a buffers::Pool,
     pub clock: &'a Clock,
     pub settings: &'a Settings,
+    /// Who the request is from, for the per-client share.
+    pub client: Client,
     pub waits: Waits,
     pub version: Version,
     /// The client's request allows keep-alive.
@@ -75,6 +77,8 @@ struct ClientGone;
 enum Stop {
     /// It outgrew the short requests' room and the long-lived budget is full.
     NoRoom,
+    /// It passed no login, was the oldest such, and a newcomer needed its place.
+    CutForAnother,
     ClientGone,
 }
 
@@ -98,10 +102,10 @@ impl Exchange<'_> {
         }
         let until = self.waits.backend_until();
         let deadlines = self.waits.deadlines;
-        let client = Client::from(self.sock.peer.ip());
+        let client = self.client;
         let mut lease = match self
             .pool
-            .take(fwd.route, name, client, deadlines, until)
+            .take(fwd.route, name, client, fwd.logged_in, deadlines, until)
             .await
         {
             Ok(l) => l,
@@ -117,7 +121,10 @@ impl Exchange<'_> {
                 Ok(Attempt::Again) => {
                     log::debug!("proxy {name}: kept connection closed under a request; again");
                     may_retry = false;
-                    lease = match self.pool.connect(name, client, deadlines, until).await {
+                    let again = self
+                        .pool
+                        .connect(name, client, fwd.logged_in, deadlines, until);
+                    lease = match again.await {
                         Ok(l) => l,
                         Err(e) => break Ok(self.unavailable(name, e, fwd)),
                     };
@@ -192,7 +199,7 @@ impl Exchange<'_> {
             let long_now = head.status == 101 || head.streaming;
             if long_now && !self.pool.go_long(&lease) {
                 let n = self.settings.streams();
-                log::warn!("proxy {name}: {n} long-lived answers open; 503");
+                log::warn!("proxy {name}: {n} long-lived answers open, all logged in; 503");
                 return Ok(Attempt::Done(self.failed(Status::ServiceUnavailable, fwd)));
             }
             let unframed = !long_now && matches!(head.framing, Framing::Chunked | Framing::Close);
@@ -213,7 +220,13 @@ impl Exchange<'_> {
                 Ok(answered) => answered?,
                 Err(Stop::NoRoom) => {
                     let n = self.settings.streams();
-                    log::warn!("proxy {name}: {n} long-lived answers open; a stream cut");
+                    log::warn!(
+                        "proxy {name}: {n} long-lived answers open, all logged in; a stream cut"
+                    );
+                    return Err(End::Closed);
+                }
+                Err(Stop::CutForAnother) => {
+                    log::info!("proxy {name}: a stream without a login cut for a newcomer");
                     return Err(End::Closed);
                 }
                 Err(Stop::ClientGone) => {
@@ -231,9 +244,25 @@ impl Exchange<'_> {
                 let early = input.take(u64::MAX);
                 let idle = self.settings.tunnel_timeout;
                 let carried = tunnel::run(self.sock, stream, early, self.waits.deadlines, idle);
+                let cut = lease.cut();
+                let cut = async {
+                    match cut {
+                        Some(c) => c.wait().await,
+                        None => future::pending().await,
+                    }
+                };
+                let Some(carried) = future::or(async { Some(carried.await) }, async {
+                    cut.await;
+                    None
+                })
+                .await
+                else {
+                    log::info!("proxy {name}: a tunnel without a login cut for a newcomer");
+                    return Err(End::Closed);
+                };
                 let sent = Outcome::Sent {
                     status,
-                    bytes: carried.await.to_client,
+                    bytes: carried.to_client,
                     reusable: false,
                 };
                 (sent, false)
@@ -372,13 +401,24 @@ impl Exchange<'_> {
                 return Stop::NoRoom;
             }
         }
-        if !(unframed || streaming) || !body_done.get() {
-            return future::pending().await;
-        }
-        hangup::client_gone(self.sock).await;
-        let at = Instant::now() + PROXY_GONE_GRACE;
-        self.waits.deadlines.until(at).await;
-        Stop::ClientGone
+        let cut = lease.cut();
+        let cut = async {
+            match cut {
+                Some(c) => c.wait().await,
+                None => future::pending().await,
+            }
+            Stop::CutForAnother
+        };
+        let gone = async {
+            if !(unframed || streaming) || !body_done.get() {
+                return future::pending().await;
+            }
+            hangup::client_gone(self.sock).await;
+            let at = Instant::now() + PROXY_GONE_GRACE;
+            self.waits.deadlines.until(at).await;
+            Stop::ClientGone
+        };
+        future::or(cut, gone).await
     }
 
     /// Waits out the backend's time to answer once the request is all
@@ -441,6 +481,18 @@ impl Exchange<'_> {
             Unavailable::ClientShare => {
                 let (ip, n) = (self.sock.peer.ip(), self.settings.per_client());
                 log::warn!("proxy {name}: {ip} holds {n} connections; 503");
+                Status::ServiceUnavailable
+            }
+            Unavailable::NetShare => {
+                let (net, n) = (self.client.net(), self.settings.per_net());
+                log::warn!("proxy {name}: {net} holds {n} connections without a login; 503");
+                Status::ServiceUnavailable
+            }
+            Unavailable::Anonymous => {
+                let n = self.settings.max - self.settings.auth_reserve();
+                log::warn!(
+                    "proxy {name}: {n} connections held without a login, the rest kept for logged-in requests; 503"
+                );
                 Status::ServiceUnavailable
             }
             Unavailable::Failed(Failed::Timeout) => {

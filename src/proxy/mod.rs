@@ -11,4 +11,5 @@ pub(crate) mod pool;
 pub(crate) mod relay;
 pub(crate) mod settings;
 pub(crate) mod share;
+pub(crate) mod streams;
 pub(crate) mod tunnel;

@@ -25,6 +25,9 @@ pub struct Forward {
     pub upgrade: bool,
     pub head_only: bool,
     pub body: BodyKind,
+    /// It passed an `auth` realm: it may take the connections kept for
+    /// such requests, and its long-lived answer is never cut for another.
+    pub logged_in: bool,
 }
 
 /// What the backend learns about the client.
@@ -164,6 +167,7 @@ impl Forward {
             upgrade,
             head_only: req.method == Method::Head,
             body: req.body,
+            logged_in: false,
         })
     }
 }

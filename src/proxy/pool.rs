@@ -1,12 +1,16 @@
 //! A worker's connections to its backends: at most `proxy-max` open, of
-//! them at most `proxy-max-per-client` for one client address and at most
-//! `proxy-max-streams` carrying long-lived answers (tunnels, event
-//! streams), so that short requests from anyone else always find room;
-//! and a few idle ones per route kept for the next request. A kept
-//! connection the backend has closed (readable with end of stream) is
-//! never used.
+//! them at most `proxy-max-per-client` for one client, half of
+//! `proxy-max` for one client network, and `proxy-max` less
+//! `proxy-auth-reserve` for requests that passed no `auth` realm, so that
+//! short requests from anyone else, and a logged-in owner's above all,
+//! always find room (a request that passed a login is held to its own
+//! client's share only); at most `proxy-max-streams` carry long-lived
+//! answers (tunnels, event streams: `streams`); and a few idle ones per
+//! route are kept for the next request. A kept connection the backend has
+//! closed (readable with end of stream) is never used.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Instant;
 
 use crate::limits::{PROXY_IDLE, PROXY_IDLE_FOR};
@@ -16,13 +20,31 @@ use crate::net::slots::{Slot, Slots};
 use crate::proxy::backend::{Failed, Stream};
 use crate::proxy::settings::{Address, Settings};
 use crate::proxy::share::{Share, Shares};
+use crate::proxy::streams::{Cut, Place, Streams};
 
 pub struct Pool {
     open: Slots,
+    /// Connections in use by requests that passed no login.
+    anonymous: Slots,
     /// Connections carrying a long-lived answer, counted in `open` too.
-    long: Slots,
+    long: Streams,
     shares: Shares,
+    net_shares: Shares,
     idle: RefCell<Vec<Kept>>,
+}
+
+/// What a request holds while it uses a connection, beside the connection's
+/// own slot; each part is given back when it is dropped.
+enum Held {
+    /// It passed an `auth` realm: its client's share only.
+    LoggedIn { _share: Share },
+    /// Its client's share, its network's, and a place among the
+    /// connections requests without a login may take.
+    Anonymous {
+        _share: Share,
+        _net_share: Share,
+        _room: Slot,
+    },
 }
 
 struct Kept {
@@ -37,18 +59,29 @@ pub struct Lease {
     /// It carried an earlier request.
     pub reused: bool,
     _slot: Slot,
-    /// The client's share while it uses the connection; none while kept.
-    share: Option<Share>,
+    /// The request's shares while it uses the connection; none while kept.
+    held: Option<Held>,
     /// Its place among the long-lived answers, once it carries one.
-    long: Cell<Option<Slot>>,
+    long: RefCell<Option<Place>>,
+}
+
+impl Lease {
+    /// What tells a long-lived answer it has been cut for a newcomer.
+    pub fn cut(&self) -> Option<Rc<Cut>> {
+        self.long.borrow().as_ref().map(Place::cut)
+    }
 }
 
 /// Why no connection could be had.
 pub enum Unavailable {
     /// This worker has `proxy-max` connections open.
     Busy,
-    /// The client's address holds its `proxy-max-per-client`.
+    /// The client holds its `proxy-max-per-client`.
     ClientShare,
+    /// The client's network holds half of `proxy-max`.
+    NetShare,
+    /// Requests without a login hold all but `proxy-auth-reserve`.
+    Anonymous,
     Failed(Failed),
 }
 
@@ -56,24 +89,48 @@ impl Pool {
     pub fn new(settings: &Settings) -> Pool {
         Pool {
             open: Slots::new(settings.max),
-            long: Slots::new(settings.streams()),
+            anonymous: Slots::new(settings.max - settings.auth_reserve()),
+            long: Streams::new(settings.streams()),
             shares: Shares::new(settings.per_client()),
+            net_shares: Shares::new(settings.per_net()),
             idle: RefCell::new(Vec::new()),
         }
     }
 
-    /// Counts `lease` among the long-lived answers; false when they are
-    /// at their limit.
+    /// Counts `lease` among the long-lived answers, in the place of the
+    /// oldest one without a login when they are at their limit; false
+    /// when every place is held by one that passed a login.
     pub fn go_long(&self, lease: &Lease) -> bool {
-        let slot = match lease.long.take() {
-            Some(s) => s,
-            None => match self.long.take() {
-                Some(s) => s,
-                None => return false,
-            },
+        if lease.long.borrow().is_some() {
+            return true;
+        }
+        let logged_in = matches!(lease.held, Some(Held::LoggedIn { .. }));
+        let Some(place) = self.long.take(logged_in) else {
+            return false;
         };
-        lease.long.set(Some(slot));
+        *lease.long.borrow_mut() = Some(place);
         true
+    }
+
+    /// What a request from `client` holds while it uses a connection.
+    fn hold(&self, client: Client, logged_in: bool) -> Result<Held, Unavailable> {
+        let share = self
+            .shares
+            .take(client.id())
+            .ok_or(Unavailable::ClientShare)?;
+        if logged_in {
+            return Ok(Held::LoggedIn { _share: share });
+        }
+        let net_share = self
+            .net_shares
+            .take(client.net())
+            .ok_or(Unavailable::NetShare)?;
+        let anonymous = self.anonymous.take().ok_or(Unavailable::Anonymous)?;
+        Ok(Held::Anonymous {
+            _share: share,
+            _net_share: net_share,
+            _room: anonymous,
+        })
     }
 
     /// A kept connection to route `route`'s backend, else a new one.
@@ -82,10 +139,11 @@ impl Pool {
         route: usize,
         address: &Address,
         client: Client,
+        logged_in: bool,
         deadlines: &Deadlines,
         until: Instant,
     ) -> Result<Lease, Unavailable> {
-        let share = self.shares.take(client).ok_or(Unavailable::ClientShare)?;
+        let held = self.hold(client, logged_in)?;
         loop {
             let kept = {
                 let mut idle = self.idle.borrow_mut();
@@ -96,11 +154,11 @@ impl Pool {
             if kept.since.elapsed() < PROXY_IDLE_FOR && kept.lease.stream.is_fresh() {
                 let mut lease = kept.lease;
                 lease.reused = true;
-                lease.share = Some(share);
+                lease.held = Some(held);
                 return Ok(lease);
             }
         }
-        self.open_new(address, share, deadlines, until).await
+        self.open_new(address, held, deadlines, until).await
     }
 
     /// A new connection, closing an idle one (to any backend) when the
@@ -109,17 +167,18 @@ impl Pool {
         &self,
         address: &Address,
         client: Client,
+        logged_in: bool,
         deadlines: &Deadlines,
         until: Instant,
     ) -> Result<Lease, Unavailable> {
-        let share = self.shares.take(client).ok_or(Unavailable::ClientShare)?;
-        self.open_new(address, share, deadlines, until).await
+        let held = self.hold(client, logged_in)?;
+        self.open_new(address, held, deadlines, until).await
     }
 
     async fn open_new(
         &self,
         address: &Address,
-        share: Share,
+        held: Held,
         deadlines: &Deadlines,
         until: Instant,
     ) -> Result<Lease, Unavailable> {
@@ -141,8 +200,8 @@ impl Pool {
             stream,
             reused: false,
             _slot: slot,
-            share: Some(share),
-            long: Cell::new(None),
+            held: Some(held),
+            long: RefCell::new(None),
         })
     }
 
@@ -153,8 +212,8 @@ impl Pool {
 
     /// Keeps a connection whose last exchange ended cleanly.
     pub fn give_back(&self, route: usize, mut lease: Lease) {
-        lease.share = None;
-        lease.long.set(None);
+        lease.held = None;
+        *lease.long.get_mut() = None;
         let mut idle = self.idle.borrow_mut();
         if idle.iter().filter(|k| k.route == route).count() >= PROXY_IDLE {
             if let Some(i) = idle.iter().position(|k| k.route == route) {

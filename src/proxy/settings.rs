@@ -50,6 +50,9 @@ pub struct Settings {
     /// Long-lived answers (tunnels, event streams) at once (503 beyond);
     /// `None`: half of `max`.
     pub max_streams: Option<usize>,
+    /// Of `max`, connections only requests that passed an `auth` realm
+    /// may take; `None`: a quarter of `max`. Always below `max`.
+    pub auth_reserve: Option<usize>,
     /// Least average pace of a request body, bytes per second of waiting
     /// on the client, after the head timeout's worth of grace (408
     /// beyond); `None`: no minimum.
@@ -68,6 +71,7 @@ impl Default for Settings {
             tunnel_timeout: Duration::from_secs(120),
             max_per_client: None,
             max_streams: None,
+            auth_reserve: None,
             body_rate: Some(DEFAULT_BODY_RATE),
         }
     }
@@ -79,7 +83,15 @@ impl Settings {
         match key {
             "proxy" => self.routes.push(parse_route(value)?),
             "proxy-timeout" => self.timeout = parse_secs(value, 1)?,
-            "proxy-max" => self.max = parse_count(value, 1, 4096)?,
+            "proxy-max" => {
+                let max = parse_count(value, 1, 4096)?;
+                if let Some(r) = self.auth_reserve.filter(|&r| r >= max) {
+                    return Err(format!(
+                        "{max} leaves no connection for requests without a login beside `proxy-auth-reserve {r}`: make it more than {r}"
+                    ));
+                }
+                self.max = max;
+            }
             "proxy-tunnel-timeout" => self.tunnel_timeout = parse_secs(value, 1)?,
             "proxy-max-body" => {
                 self.max_body = match value {
@@ -89,6 +101,16 @@ impl Settings {
             }
             "proxy-max-per-client" => self.max_per_client = Some(parse_count(value, 1, 4096)?),
             "proxy-max-streams" => self.max_streams = Some(parse_count(value, 1, 4096)?),
+            "proxy-auth-reserve" => {
+                let r = parse_count(value, 0, 4095)?;
+                if r >= self.max {
+                    return Err(format!(
+                        "{r} leaves no connection for requests without a login: below `proxy-max` ({})",
+                        self.max
+                    ));
+                }
+                self.auth_reserve = Some(r);
+            }
             "proxy-body-rate" => {
                 self.body_rate = match value {
                     "off" => None,
@@ -105,6 +127,17 @@ impl Settings {
         self.max_per_client
             .unwrap_or(self.max / 4)
             .clamp(1, self.max)
+    }
+
+    /// One client network's share of the backend connections, for
+    /// requests that passed no login: half of them, at least one client's.
+    pub fn per_net(&self) -> usize {
+        (self.max / 2).max(self.per_client()).min(self.max)
+    }
+
+    /// The connections only requests that passed a login may take.
+    pub fn auth_reserve(&self) -> usize {
+        self.auth_reserve.unwrap_or(self.max / 4).min(self.max - 1)
     }
 
     /// The long-lived answers' budget, within `max`.
@@ -196,8 +229,10 @@ mod tests {
     fn shares_default_to_parts_of_proxy_max_and_never_exceed_it() {
         let mut s = Settings::default();
         assert_eq!((s.per_client(), s.streams()), (16, 32));
+        assert_eq!((s.per_net(), s.auth_reserve()), (32, 16));
         s.apply("proxy-max", "2").unwrap();
         assert_eq!((s.per_client(), s.streams()), (1, 1));
+        assert_eq!((s.per_net(), s.auth_reserve()), (1, 0));
         s.apply("proxy-max-per-client", "9").unwrap();
         s.apply("proxy-max-streams", "9").unwrap();
         assert_eq!((s.per_client(), s.streams()), (2, 2));
@@ -205,5 +240,13 @@ mod tests {
         assert!(s.apply("proxy-body-rate", "off").unwrap());
         assert_eq!(s.body_rate, None);
         assert!(s.apply("proxy-body-rate", "fast").is_err());
+        assert!(
+            s.apply("proxy-auth-reserve", "2").is_err(),
+            "all of proxy-max"
+        );
+        s.apply("proxy-auth-reserve", "1").unwrap();
+        assert!(s.apply("proxy-max", "1").is_err(), "below the reserve");
+        s.apply("proxy-max", "3").unwrap();
+        assert_eq!(s.auth_reserve(), 1);
     }
 }

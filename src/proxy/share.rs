@@ -1,17 +1,19 @@
-//! Each client address's share of a worker's backend connections, so
-//! that one address holding all it can leaves room for the others. An
-//! IPv6 client counts per /64 (one host's or one site's addresses).
+//! Each client's share of a worker's backend connections, so that one
+//! client holding all it can leaves room for the others; and each client
+//! network's, so that a host taking many addresses of its network leaves
+//! room for the other networks (`net::client` says who a client is).
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::net::client::Client;
+use crate::net::client::Net;
 
 pub struct Shares(Rc<Held>);
 
 struct Held {
-    /// The addresses holding connections, each with how many (never 0).
-    by_client: RefCell<Vec<(Client, usize)>>,
+    /// The clients (or networks) holding connections, each with how many
+    /// (never 0).
+    by_client: RefCell<Vec<(Net, usize)>>,
     per_client: usize,
 }
 
@@ -19,7 +21,7 @@ struct Held {
 /// holds the count, not a borrow of it, as a slot does (`net/slots.rs`).
 pub struct Share {
     held: Rc<Held>,
-    client: Client,
+    client: Net,
 }
 
 impl Shares {
@@ -31,7 +33,7 @@ impl Shares {
     }
 
     /// A share for `client`, or `None` when it holds all its own.
-    pub fn take(&self, client: Client) -> Option<Share> {
+    pub fn take(&self, client: Net) -> Option<Share> {
         let mut held = self.0.by_client.borrow_mut();
         match held.iter_mut().find(|(c, _)| *c == client) {
             Some((_, n)) if *n >= self.0.per_client => return None,
@@ -61,8 +63,10 @@ impl Drop for Share {
 mod tests {
     use super::*;
 
-    fn client(ip: &str) -> Client {
-        ip.parse::<std::net::IpAddr>().unwrap().into()
+    fn client(ip: &str) -> Net {
+        crate::net::client::OnLink::default()
+            .client(ip.parse().unwrap())
+            .id()
     }
 
     #[test]

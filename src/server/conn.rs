@@ -505,6 +505,7 @@ impl Conn {
             buffers: &self.w.pool,
             clock: &self.w.clock,
             settings: &config.proxy,
+            client: config.links.client(self.sock.peer.ip()),
             waits: Waits {
                 deadlines: self.w.deadlines,
                 client: config.header_timeout,

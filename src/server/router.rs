@@ -68,7 +68,11 @@ impl Site {
     pub fn new(config: Rc<Config>, slot: usize, workers: usize, clock: &'static Deadlines) -> Site {
         Site {
             root: Root::new(&config.root, config.symlinks, clock),
-            auth: RefCell::new(Auth::new(&config.realms, auth::fail_share(slot, workers))),
+            auth: RefCell::new(Auth::new(
+                &config.realms,
+                auth::fail_share(slot, workers),
+                config.links.clone(),
+            )),
             rule_lines: RefCell::new(Vec::new()),
             listing: RefCell::new(None),
             #[cfg(feature = "tls")]
@@ -235,7 +239,10 @@ pub fn route(
             tls: client.is_tls(),
         };
         return match Forward::new(index, req, &origin) {
-            Ok(forward) => Routed::Proxy(Box::new(forward)),
+            Ok(mut forward) => {
+                forward.logged_in = user.is_some();
+                Routed::Proxy(Box::new(forward))
+            }
             Err(Status::MethodNotAllowed) => Routed::Respond(not_allowed(
                 site,
                 "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH",

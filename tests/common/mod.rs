@@ -8,6 +8,7 @@
 
 pub mod backend;
 pub mod json;
+pub mod lan;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod ubus;
