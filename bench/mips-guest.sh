@@ -126,7 +126,7 @@ unpack_into_overlay() { # unpack_into_overlay PACKAGE
   [ -n "$deb" ] || abort "no .deb for $1 in $CACHE/debs/$DEB_ARCH"
   d=$(unpack "$deb") || abort "dpkg-deb -x $deb failed"
   tar -C "$d" --exclude=./.unpacked --exclude=./usr/share --exclude='./usr/lib/*/gconv' \
-    --exclude=./etc/init.d --exclude=./lib/systemd --exclude=./usr/lib/systemd --exclude=./etc/logrotate.d \
+    --exclude=./etc/init.d --exclude=./var --exclude=./lib/systemd --exclude=./usr/lib/systemd --exclude=./etc/logrotate.d \
     -cf - . | tar -C "$OVERLAY" --no-same-owner -xf - || abort "copying $1 into the image failed"
 }
 for p in $GUEST_DEBS; do unpack_into_overlay "$p"; done
@@ -145,7 +145,7 @@ fi
 missing_libs=$(find "$OVERLAY/usr/bin" "$OVERLAY/usr/sbin" "$OVERLAY/usr/lib" "$OVERLAY/lib" -type f 2>/dev/null |
   while read -r f; do
     readelf -d "$f" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | while read -r lib; do
-      [ -e "$OVERLAY/lib/$DEB_ARCH-linux-gnu/$lib" ] || [ -e "$OVERLAY/usr/lib/$DEB_ARCH-linux-gnu/$lib" ] ||
+      [ -e "$OVERLAY/lib/$DEB_ARCH-linux-gnu/$lib" ] || [ -e "$OVERLAY/usr/lib/$DEB_ARCH-linux-gnu/$lib" ] || [ -e "$OVERLAY/usr/lib/$lib" ] ||
         [ -e "$OVERLAY/lib/$lib" ] || echo "${f#"$OVERLAY"} needs $lib"
     done
   done)
