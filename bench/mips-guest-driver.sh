@@ -210,6 +210,9 @@ run_ab() { # run_ab SERVER TEST "AB-ARGS" PATH SECONDS
 		}' /tmp/ab.out
 	if ! grep -q '^Complete requests:' /tmp/ab.out; then
 		say "ab gave no result: $(tail -n 3 /tmp/ab.out | tr '\n' ' ')"
+	elif ! grep -q '^Failed requests: *0$' /tmp/ab.out; then
+		# Which kind (connect, receive, length, exceptions): the line after the count.
+		say "$1 $2: $(grep -A 1 '^Failed requests:' /tmp/ab.out | tr -s ' \n' ' ')"
 	fi
 }
 

@@ -278,7 +278,7 @@ def main():
                "[min–max] beside them, failed requests summed over rounds (ab's failed and non-2xx; for s_time a "
                "connection without the whole page); server CPU from /proc/PID/stat (utime+stime of its processes "
                "and their reaped children); RSS: VmRSS summed over its processes after one request (idle) and "
-               "sampled each second during the tests plus VmHWM at the end (peak); bytes on disk: every file in "
+               "sampled each second during the tests plus VmHWM at the end (peak: BusyBox httpd's per-connection processes count only when a sample caught one); bytes on disk: every file in "
                "/proc/PID/maps (binary, libraries, modules). Marmoset runs `--workers 1`, lighttpd its single "
                "process, BusyBox httpd a process per connection; ab speaks HTTP/1.0, so BusyBox httpd and "
                "uhttpd close after each answer even with `-k`. Debian's mipsel userland uses hardware float, "
@@ -286,8 +286,11 @@ def main():
     out.append("")
     out.append("### Marmoset / best peer")
     out.append("")
-    out.append("The instruction-count run is the figure of record (its guest clock counts instructions, "
-               "whatever else the host runs); the wall-clock run moves with the host's load. Ratios are "
+    out.append("The instruction-count run is the figure of record: its guest clock counts instructions, every "
+               "instruction costs the same, whatever else the host runs. In the wall-clock run a guest "
+               "instruction costs whatever TCG takes for it on the host, which differs by instruction (a "
+               "multiply, a trap into the kernel's FPU emulator from the hard-float Debian binaries), and the "
+               "host's load moves it: its ratios need not be a router's. Ratios are "
                "Marmoset's median over the best peer's: above 1 is better for rates, below 1 for CPU, memory "
                "and bytes.")
     out.append("")

@@ -8,8 +8,8 @@
 
 build_uhttpd() {
   local src=$UHTTPD_DIR ubox=${LIBUBOX_DIR:-} work="$OUT/uhttpd-build" sysroot stage
-  [ -f "$src/CMakeLists.txt" ] && [ -f "$src/main.c" ] || { fail "UHTTPD_DIR=$src is not a uhttpd tree"; return 1; }
-  [ -n "$ubox" ] && [ -f "$ubox/uloop.c" ] || { fail "LIBUBOX_DIR (a libubox tree) is needed with UHTTPD_DIR"; return 1; }
+  { [ -f "$src/CMakeLists.txt" ] && [ -f "$src/main.c" ]; } || { fail "UHTTPD_DIR=$src is not a uhttpd tree"; return 1; }
+  { [ -n "$ubox" ] && [ -f "$ubox/uloop.c" ]; } || { fail "LIBUBOX_DIR (a libubox tree) is needed with UHTTPD_DIR"; return 1; }
   local missing=()
   command -v mipsel-linux-gnu-gcc >/dev/null || missing+=(gcc-mipsel-linux-gnu libc6-dev-mipsel-cross)
   command -v cmake >/dev/null || missing+=(cmake)

@@ -9,7 +9,7 @@
 # load) and on plain TCG (the host's clock) beside it. Run as root from a clone:
 #
 #   bench/mips-guest.sh                  full run: 3 rounds of 5-second tests in each mode, about
-#                                        25 minutes; writes the "MIPS guest" section of bench/results.md
+#                                        17 minutes; writes the "MIPS guest" section of bench/results.md
 #   BENCH_SMOKE=1 bench/mips-guest.sh    1 round of 1-second tests, instruction count only, about
 #                                        2 minutes after the builds; writes bench/out/mips-guest-smoke.md
 #
@@ -33,6 +33,12 @@ set -u -o pipefail
 
 BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(dirname "$BENCH")
+# The command as given, with the settings that were set (before the defaults fill them in).
+COMMAND="bench/mips-guest.sh"
+for v in LIBUBOX_DIR UHTTPD_DIR MARMOSET_TLS_BIN MARMOSET_BIN MIPS_TLS_SERVERS MIPS_SERVERS MIPS_COUNT_N MIPS_MODES \
+  MIPS_SECONDS ROUNDS BENCH_SMOKE; do
+  [ -n "${!v:-}" ] && COMMAND="$v=${!v} $COMMAND"
+done
 SMOKE=${BENCH_SMOKE:-}
 if [ "$SMOKE" = 1 ]; then
   ROUNDS=${ROUNDS:-1} SECS=${MIPS_SECONDS:-1} MODES=${MIPS_MODES:-icount} COUNT_N=${MIPS_COUNT_N:-100}
@@ -46,12 +52,6 @@ export MARMOSET_QEMU_OUT=${MARMOSET_QEMU_OUT:-$BENCH/out/mips-guest}
 # load generators, strace, and every library they need (their Depends, without the scripts').
 GUEST_DEBS="lighttpd lighttpd-mod-openssl libnettle8 libpcre2-8-0 libxxhash0 libcrypt1 libc6 libgcc-s1
   libssl3 libatomic1 apache2-utils libapr1 libaprutil1 libuuid1 libdb5.3 libexpat1 libgdbm6 openssl strace"
-UHTTPD_DEBS="libjson-c5 libjson-c-dev libc6-dev linux-libc-dev libcrypt-dev"
-COMMAND="${0#"$REPO_ROOT"/}"
-for v in BENCH_SMOKE ROUNDS MIPS_SECONDS MIPS_MODES MIPS_COUNT_N MIPS_SERVERS MIPS_TLS_SERVERS \
-  MARMOSET_BIN MARMOSET_TLS_BIN UHTTPD_DIR; do
-  [ -n "${!v:-}" ] && COMMAND="$v=${!v} $COMMAND"
-done
 
 # tests/qemu/boot.sh's steps for the Malta board: its packages, its cached Debian kernel and
 # BusyBox, its initramfs and boot, and `guest` to run a command on the serial console.
