@@ -15,7 +15,8 @@
 # target/), MARMOSET_BIN (skip the builds, the firmware ones for the size table
 # included, and run only this binary; MARMOSET_TLS_BIN for a tls build),
 # MARMOSET_ARGS (extra marmoset flags), BENCH_NO_INSTALL=1.
-# Details of the tests: bench/bench.py.
+# Details of the tests: bench/bench.py. The same servers' kind on a router's
+# CPU, in a QEMU MIPS guest: bench/mips-guest.sh.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
