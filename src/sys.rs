@@ -7,7 +7,9 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
-use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrStorage, sockopt};
+use nix::sys::socket::{
+    self, AddressFamily, SockFlag, SockType, SockaddrLike, SockaddrStorage, sockopt,
+};
 use nix::unistd::{Gid, Group, Uid, User};
 
 /// Opens a listening TCP socket. IP_FREEBIND lets a device bind an address
@@ -46,13 +48,7 @@ pub fn listen(addr: SocketAddr) -> io::Result<OwnedFd> {
 /// The address a socket is bound to (the real port when 0 was asked).
 pub fn local_addr(fd: &OwnedFd) -> io::Result<SocketAddr> {
     let addr: SockaddrStorage = socket::getsockname(fd.as_raw_fd())?;
-    if let Some(v4) = addr.as_sockaddr_in() {
-        Ok(SocketAddr::from((v4.ip(), v4.port())))
-    } else if let Some(v6) = addr.as_sockaddr_in6() {
-        Ok(SocketAddr::from((v6.ip(), v6.port())))
-    } else {
-        Err(io::Error::other("not an IP socket"))
-    }
+    socket_addr(&addr).ok_or_else(|| io::Error::other("not an IP socket"))
 }
 
 /// Blocks the signals the server handles, so that they arrive through a
@@ -300,6 +296,58 @@ pub fn send_tls_record(sock: &impl AsRawFd, content_type: u8, payload: &[u8]) ->
 
 pub fn set_nodelay(sock: &impl AsFd) {
     let _ = socket::setsockopt(sock, sockopt::TcpNoDelay, &true);
+}
+
+/// Takes a client waiting on `listener`: its socket already nonblocking and
+/// close-on-exec, and its address, in one system call (std's `accept` then
+/// `set_nonblocking` make two).
+pub fn accept(listener: &std::net::TcpListener) -> io::Result<(std::net::TcpStream, SocketAddr)> {
+    use nix::libc;
+    use std::os::fd::FromRawFd;
+    // SAFETY: an all-zero sockaddr_storage is a valid (empty) address.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: accept4 writes at most `len` bytes into `storage`, which outlives the call.
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            (&mut storage as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: accept4 returned a new descriptor that nothing else owns.
+    let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    // SAFETY: the kernel wrote `len` bytes of a socket address into `storage`.
+    let peer = unsafe {
+        SockaddrStorage::from_raw(
+            (&storage as *const libc::sockaddr_storage).cast(),
+            Some(len),
+        )
+    }
+    .and_then(|a| socket_addr(&a))
+    .ok_or_else(|| io::Error::other("accept: not an IP address"))?;
+    Ok((stream, peer))
+}
+
+fn socket_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = a.as_sockaddr_in() {
+        return Some(SocketAddr::V4(std::net::SocketAddrV4::new(
+            v4.ip(),
+            v4.port(),
+        )));
+    }
+    a.as_sockaddr_in6().map(|v6| {
+        SocketAddr::V6(std::net::SocketAddrV6::new(
+            v6.ip(),
+            v6.port(),
+            v6.flowinfo(),
+            v6.scope_id(),
+        ))
+    })
 }
 
 /// Whether a socket has something to read (for a listener: a client

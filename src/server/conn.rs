@@ -51,6 +51,7 @@ pub fn serve(
     w: Rc<Worker>,
     stream: Stream,
     peer: SocketAddr,
+    local: Option<SocketAddr>,
     slot: Slot,
     #[cfg(feature = "tls")] tls: Option<std::sync::Arc<rustls::ServerConfig>>,
 ) -> impl Future<Output = ()> + 'static {
@@ -58,6 +59,7 @@ pub fn serve(
         w,
         stream,
         peer,
+        local,
         slot,
         #[cfg(feature = "tls")]
         tls,
@@ -140,10 +142,11 @@ impl Conn {
         w: Rc<Worker>,
         stream: Stream,
         peer: SocketAddr,
+        local: Option<SocketAddr>,
         slot: Slot,
         #[cfg(feature = "tls")] tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     ) -> Option<Conn> {
-        let local = stream.get_ref().local_addr().unwrap_or(peer);
+        let local = local.unwrap_or_else(|| stream.get_ref().local_addr().unwrap_or(peer));
         #[cfg(feature = "tls")]
         let records = match tls {
             None => Records::Plain,

@@ -6,7 +6,7 @@
 //! connections while the old one finishes its own. A generation is shared
 //! by the tasks that use it, and freed when the last of them ends.
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::OwnedFd;
 use std::rc::{Rc, Weak};
 
@@ -367,6 +367,13 @@ async fn accept_loop(
     #[cfg(not(feature = "tls"))]
     let _ = tls;
     let mut last_warning: Option<std::time::Instant> = None;
+    // A listener on one address is every connection's local address: no
+    // getsockname per connection (a wildcard one asks each).
+    let local = listener
+        .get_ref()
+        .local_addr()
+        .ok()
+        .filter(|a| !a.ip().is_unspecified());
     loop {
         let slot = loop {
             if w.is_winding_down() {
@@ -377,7 +384,7 @@ async fn accept_loop(
             }
             wait_for_room(&w, &listener).await;
         };
-        let accepted = future::or(async { Some(listener.accept().await) }, async {
+        let accepted = future::or(async { Some(accept(&listener).await) }, async {
             w.stop.notified().await;
             None
         })
@@ -390,6 +397,7 @@ async fn accept_loop(
                     w.clone(),
                     stream,
                     peer,
+                    local,
                     slot,
                     #[cfg(feature = "tls")]
                     tls.cloned(),
@@ -408,6 +416,12 @@ async fn accept_loop(
             }
         }
     }
+}
+
+/// The next client on `listener`, its socket registered with the reactor.
+async fn accept(listener: &Async<TcpListener>) -> std::io::Result<(Async<TcpStream>, SocketAddr)> {
+    let (stream, peer) = listener.read_with(sys::accept).await?;
+    Ok((Async::new_nonblocking(stream)?, peer))
 }
 
 /// At the connection limit: waits until a slot frees or, once a client is
