@@ -13,7 +13,9 @@ use crate::net::notify::Notify;
 
 /// The queue; a place in it holds the queue, not a borrow of it, so it
 /// can live in a connection that holds its worker (as a slot does).
-#[derive(Default)]
+/// A clone is the same queue: every generation of a process puts its
+/// idle connections in one.
+#[derive(Clone, Default)]
 pub struct IdleQueue(Rc<Queue>);
 
 #[derive(Default)]

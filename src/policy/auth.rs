@@ -6,6 +6,7 @@
 //! take long on small CPUs; successes are cached briefly, and failures are
 //! limited per client address (see `failures`), counted when a check starts.
 
+use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char};
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::io::Write;
@@ -179,7 +180,9 @@ pub struct Auth {
     files: Vec<Option<File>>,
     /// `(credentials tag, user, valid until)`; small, so a Vec (no hash map code in the binary).
     cache: Vec<(u64, String, Instant)>,
-    failures: Failures,
+    /// The process's counts, kept across reloads (shared with the
+    /// generations before and after this one).
+    failures: Rc<RefCell<Failures>>,
     keys: RandomState,
 }
 
@@ -194,12 +197,12 @@ pub fn fail_share(slot: usize, workers: usize) -> u32 {
 }
 
 impl Auth {
-    pub fn new(realms: &[Realm], fail_limit: u32) -> Auth {
+    pub fn new(realms: &[Realm], failures: Rc<RefCell<Failures>>) -> Auth {
         Auth {
             realms: realms.to_vec(),
             files: realms.iter().map(|_| None).collect(),
             cache: Vec::new(),
-            failures: Failures::new(fail_limit),
+            failures,
             keys: RandomState::new(),
         }
     }
@@ -228,7 +231,7 @@ impl Auth {
         if let Some(v) = verdict.filter(|v| Some(v.tag) == tag) {
             if v.ok {
                 if let Some(counted) = v.counted {
-                    self.failures.refund(counted);
+                    self.failures.borrow_mut().refund(counted);
                 }
                 self.remember(v.tag, &v.user);
                 return Decision::Pass(Some(v.user));
@@ -245,7 +248,7 @@ impl Auth {
         // still tell itself apart. Per client, not per client and user, so
         // that switching names buys no more guesses (and no more hashing).
         let who = Client::from(client);
-        if self.failures.held(who) {
+        if self.failures.borrow().held(who) {
             return Decision::Limited;
         }
         let (Some(header), Some(tag)) = (header, tag) else {
@@ -282,8 +285,8 @@ impl Auth {
         // Counted now, not when the answer comes: parallel guesses cannot
         // all start before the first is counted. The same credentials
         // already being checked (a browser's parallel requests) are one guess.
-        let counted = (!again).then(|| self.failures.count(who));
-        if self.failures.held(who) {
+        let counted = (!again).then(|| self.failures.borrow_mut().count(who));
+        if self.failures.borrow().held(who) {
             log::warn!(
                 "auth: {who} reached its limit of login checks; 429 for up to {}s",
                 AUTH_FAIL_WINDOW.as_secs()

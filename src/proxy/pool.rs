@@ -62,6 +62,19 @@ impl Pool {
         }
     }
 
+    /// The pool of a reload's new generation: the counts of `before`'s
+    /// (whose connections under way still hold their places) under the
+    /// limits of `settings`; no kept connection, as routes may have
+    /// changed.
+    pub fn after(settings: &Settings, before: &Pool) -> Pool {
+        Pool {
+            open: before.open.limited(settings.max),
+            long: before.long.limited(settings.streams()),
+            shares: before.shares.limited(settings.per_client()),
+            idle: RefCell::new(Vec::new()),
+        }
+    }
+
     /// Counts `lease` among the long-lived answers; false when they are
     /// at their limit.
     pub fn go_long(&self, lease: &Lease) -> bool {

@@ -2,17 +2,19 @@
 //! that one address holding all it can leaves room for the others. An
 //! IPv6 client counts per /64 (one host's or one site's addresses).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use crate::net::client::Client;
 
+/// A clone is the same count (see `Slots`).
+#[derive(Clone)]
 pub struct Shares(Rc<Held>);
 
 struct Held {
     /// The addresses holding connections, each with how many (never 0).
     by_client: RefCell<Vec<(Client, usize)>>,
-    per_client: usize,
+    per_client: Cell<usize>,
 }
 
 /// One connection counted for a client; dropping it gives it back. It
@@ -26,15 +28,21 @@ impl Shares {
     pub fn new(per_client: usize) -> Shares {
         Shares(Rc::new(Held {
             by_client: RefCell::new(Vec::new()),
-            per_client: per_client.max(1),
+            per_client: Cell::new(per_client.max(1)),
         }))
+    }
+
+    /// The same count under a new share per client.
+    pub fn limited(&self, per_client: usize) -> Shares {
+        self.0.per_client.set(per_client.max(1));
+        self.clone()
     }
 
     /// A share for `client`, or `None` when it holds all its own.
     pub fn take(&self, client: Client) -> Option<Share> {
         let mut held = self.0.by_client.borrow_mut();
         match held.iter_mut().find(|(c, _)| *c == client) {
-            Some((_, n)) if *n >= self.0.per_client => return None,
+            Some((_, n)) if *n >= self.0.per_client.get() => return None,
             Some((_, n)) => *n += 1,
             None => held.push((client, 1)),
         }

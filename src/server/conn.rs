@@ -44,22 +44,23 @@ use crate::ubus::asked::Asked;
 #[cfg(feature = "ubus")]
 use crate::ubus::exchange as ubus;
 
-/// Serves one connection until it closes; `slot` is its place in the
-/// worker's connection limit, given back when it does. The connection is
+/// Serves one connection until it closes; `slots` are its places in the
+/// worker's connection limit and its generation's count, given back when
+/// it does. The connection is
 /// set up before the future is made and used in place, so the task holds
 /// it once, not also the arguments it was made from.
 pub fn serve(
     w: Rc<Worker>,
     stream: Stream,
     peer: SocketAddr,
-    slot: Slot,
+    slots: [Slot; 2],
     #[cfg(feature = "tls")] tls: Option<std::sync::Arc<rustls::ServerConfig>>,
 ) -> impl Future<Output = ()> + 'static {
     let mut conn = Conn::open(
         w,
         stream,
         peer,
-        slot,
+        slots,
         #[cfg(feature = "tls")]
         tls,
     );
@@ -84,7 +85,7 @@ struct Conn {
     /// The generation that accepted it, kept until the connection ends.
     w: Rc<Worker>,
     /// Last, so that it is given back after the socket is closed.
-    _slot: Slot,
+    _slots: [Slot; 2],
 }
 
 /// What went out for one request: the record the access log gets.
@@ -141,7 +142,7 @@ impl Conn {
         w: Rc<Worker>,
         stream: Stream,
         peer: SocketAddr,
-        slot: Slot,
+        slots: [Slot; 2],
         #[cfg(feature = "tls")] tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     ) -> Option<Conn> {
         let local = stream.get_ref().local_addr().unwrap_or(peer);
@@ -172,7 +173,7 @@ impl Conn {
             request_line: None,
             waiting: Some(w.idle.enter()),
             w,
-            _slot: slot,
+            _slots: slots,
         })
     }
 

@@ -38,6 +38,7 @@ use crate::http::status::Status;
 use crate::limits::{KEPT_RULE_LINES, LISTING_FRESH};
 use crate::policy::access::{self, Verdict};
 use crate::policy::auth::{self, Auth, Decision};
+use crate::policy::failures::Failures;
 use crate::policy::rules::Matched;
 use crate::proxy::outgoing::{self, Forward};
 #[cfg(feature = "ubus")]
@@ -63,11 +64,11 @@ pub struct Site {
 }
 
 impl Site {
-    /// The site of worker `slot` of `workers`.
-    pub fn new(config: Rc<Config>, slot: usize, workers: usize) -> Site {
+    /// The site of a configuration, counting login failures in `failures`.
+    pub fn new(config: Rc<Config>, failures: Rc<RefCell<Failures>>) -> Site {
         Site {
             root: Root::new(&config.root, config.symlinks),
-            auth: RefCell::new(Auth::new(&config.realms, auth::fail_share(slot, workers))),
+            auth: RefCell::new(Auth::new(&config.realms, failures)),
             rule_lines: RefCell::new(Vec::new()),
             listing: RefCell::new(None),
             #[cfg(feature = "tls")]
@@ -639,7 +640,7 @@ mod tests {
 
     #[test]
     fn paths_that_match_the_same_rules_share_their_lines() {
-        let site = Site::new(Rc::default(), 0, 1);
+        let site = Site::new(Rc::default(), Rc::new(RefCell::new(Failures::new(1))));
         // Two missing pages, as a scan of a device would ask for.
         let a = site.rule_lines("wp-login.php");
         let b = site.rule_lines("admin/setup.cgi");

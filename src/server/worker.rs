@@ -128,7 +128,7 @@ fn serve(
     let https_port = https_port(&config, &listeners);
     #[cfg(not(feature = "tls"))]
     let https_port = None;
-    let worker = match generation(config, place, deadlines, https_port, &shared, 1) {
+    let worker = match generation(config, place, deadlines, https_port, &shared, 1, None) {
         Ok(w) => w,
         Err(e) => {
             log::error!("{e}");
@@ -160,7 +160,8 @@ fn serve(
     )))
 }
 
-/// The state of one worker, or of generation `number` of the one process.
+/// The state of one worker, or of generation `number` of the one process
+/// (with the counts of the generation `before` it).
 fn generation(
     config: Rc<Config>,
     place: Place,
@@ -168,8 +169,9 @@ fn generation(
     https_port: Option<u16>,
     shared: &Shared,
     number: u32,
+    before: Option<&Worker>,
 ) -> Result<Rc<Worker>, String> {
-    let mut worker = Worker::new(config, place.slot, place.workers, deadlines);
+    let mut worker = Worker::new(config, place.slot, place.workers, deadlines, before);
     worker.generation = number;
     #[cfg(feature = "tls")]
     {
@@ -293,6 +295,7 @@ fn reload(w: &Worker, prepare: Prepare, shared: &Shared) -> Option<Rc<Worker>> {
             https_port,
             shared,
             number,
+            Some(w),
         )
     });
     made.map_err(|e| log::error!("reload failed, keeping the running configuration: {e}"))
@@ -314,8 +317,9 @@ fn start(
     ex.spawn(async move {
         let w = held;
         let replaced = async {
-            while !(w.is_retiring() && w.connections.in_use() == 0) {
-                future::or(w.stop.notified(), w.connections.freed().notified()).await;
+            let mine = &w.generation_connections;
+            while !(w.is_retiring() && mine.in_use() == 0) {
+                future::or(w.stop.notified(), mine.freed().notified()).await;
             }
         };
         future::or(w.site.root.keep_current(), replaced).await;
@@ -352,7 +356,10 @@ async fn drain(generations: &[Rc<Worker>]) {
     {
         return;
     }
-    let busy: usize = generations.iter().map(|g| g.connections.in_use()).sum();
+    let busy: usize = generations
+        .iter()
+        .map(|g| g.generation_connections.in_use())
+        .sum();
     log::warn!("{busy} connection(s) still busy after the grace period; closing them");
 }
 
@@ -368,12 +375,15 @@ async fn accept_loop(
     let _ = tls;
     let mut last_warning: Option<std::time::Instant> = None;
     loop {
-        let slot = loop {
+        let slots = loop {
             if w.is_winding_down() {
                 return;
             }
-            if let Some(slot) = w.connections.take() {
-                break slot;
+            // The generation's own count has no limit of its own.
+            if let (Some(slot), Some(mine)) =
+                (w.connections.take(), w.generation_connections.take())
+            {
+                break [slot, mine];
             }
             wait_for_room(&w, &listener).await;
         };
@@ -390,7 +400,7 @@ async fn accept_loop(
                     w.clone(),
                     stream,
                     peer,
-                    slot,
+                    slots,
                     #[cfg(feature = "tls")]
                     tls.cloned(),
                 ))
