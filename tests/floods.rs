@@ -11,7 +11,7 @@ mod common;
 mod limits;
 
 use std::io::Write;
-use std::net::TcpStream;
+use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -129,10 +129,48 @@ fn sockets(pid: i32) -> usize {
         .count()
 }
 
+/// Connections a flood makes from one address (a quarter of a client's
+/// share of the default limit): a hostile host with many addresses, as
+/// one address holds at most its share.
+const PER_ADDRESS: usize = 64;
+
+/// Connections made by the floods so far, for the next one's address.
+static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A TCP connection to the TLS listener from the flood's next address
+/// (in 127.1.0.0/16, all of which is this host's), with a receive buffer
+/// of `window` bytes if given (set before it connects, so that the
+/// window stays small).
+fn connect(s: &Server, window: Option<usize>) -> Option<TcpStream> {
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) / PER_ADDRESS;
+    let from = Ipv4Addr::new(127, 1, (n / 250) as u8, (n % 250 + 1) as u8);
+    connect_from(s, from, window)
+}
+
+/// A TCP connection to the TLS listener from `from`.
+fn connect_from(s: &Server, from: Ipv4Addr, window: Option<usize>) -> Option<TcpStream> {
+    use nix::sys::socket::{self as so, sockopt};
+    let fd = so::socket(
+        so::AddressFamily::Inet,
+        so::SockType::Stream,
+        so::SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .ok()?;
+    if let Some(window) = window {
+        so::setsockopt(&fd, sockopt::RcvBuf, &window).ok()?;
+    }
+    let fd_raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+    so::bind(fd_raw, &so::SockaddrIn::from(SocketAddrV4::new(from, 0))).ok()?;
+    let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, tls_port(s));
+    so::connect(fd_raw, &so::SockaddrIn::from(to)).ok()?;
+    Some(TcpStream::from(fd))
+}
+
 /// A TCP connection to the TLS listener, with timeouts so that no write
 /// or read of a flood can hang the test.
 fn raw(s: &Server) -> Option<TcpStream> {
-    let c = TcpStream::connect(("127.0.0.1", tls_port(s))).ok()?;
+    let c = connect(s, None)?;
     c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     c.set_write_timeout(Some(Duration::from_secs(5))).ok()?;
     Some(c)
@@ -140,8 +178,15 @@ fn raw(s: &Server) -> Option<TcpStream> {
 
 /// A TLS connection whose handshake is done.
 fn tls(s: &Server) -> Option<tls::Stream> {
+    tls_over(s, connect(s, None)?)
+}
+
+/// A TLS connection over `tcp`, its handshake done.
+fn tls_over(s: &Server, tcp: TcpStream) -> Option<tls::Stream> {
     let end = s.tls.as_ref()?;
-    let mut c = tls::connect(end.port, end.client.clone());
+    let name = rustls::pki_types::ServerName::try_from("localhost").ok()?;
+    let conn = rustls::ClientConnection::new(end.client.clone(), name).ok()?;
+    let mut c = rustls::StreamOwned::new(conn, tcp);
     handshake(&mut c)?;
     Some(c)
 }
@@ -150,23 +195,7 @@ fn tls(s: &Server) -> Option<tls::Stream> {
 /// receive buffer, set before it connects so the window stays small):
 /// answers it does not read soon stall on the server.
 fn tls_small_window(s: &Server) -> Option<tls::Stream> {
-    use nix::sys::socket::{self as so, sockopt};
-    let end = s.tls.as_ref()?;
-    let fd = so::socket(
-        so::AddressFamily::Inet,
-        so::SockType::Stream,
-        so::SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .ok()?;
-    so::setsockopt(&fd, sockopt::RcvBuf, &4096).ok()?;
-    let to = so::SockaddrIn::new(127, 0, 0, 1, end.port);
-    so::connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &to).ok()?;
-    let name = rustls::pki_types::ServerName::try_from("localhost").ok()?;
-    let conn = rustls::ClientConnection::new(end.client.clone(), name).ok()?;
-    let mut c = rustls::StreamOwned::new(conn, TcpStream::from(fd));
-    handshake(&mut c)?;
-    Some(c)
+    tls_over(s, connect(s, Some(4096))?)
 }
 
 /// Completes a client's handshake, with timeouts so that it cannot hang.
@@ -181,9 +210,11 @@ fn handshake(c: &mut tls::Stream) -> Option<()> {
     Some(())
 }
 
-/// One GET over a new TLS connection, answered 200 with the index.
+/// One GET over a new TLS connection from an address of its own,
+/// answered 200 with the index.
 fn normal_client(s: &Server) -> bool {
-    let Some(mut c) = tls(s) else {
+    let tcp = connect_from(s, Ipv4Addr::new(127, 0, 0, 2), None);
+    let Some(mut c) = tcp.and_then(|tcp| tls_over(s, tcp)) else {
         return false;
     };
     c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")

@@ -11,13 +11,14 @@ use std::rc::Rc;
 
 use crate::config::Config;
 use crate::http::clock::Clock;
+use crate::limits::{CLIENT_SHARE_MIN, CLIENT_SHARE_PART};
 #[cfg(feature = "ubus")]
 use crate::limits::{UBUS_MAX_CALLS, UBUS_MAX_SUBSCRIBERS};
 use crate::logs::access_log::AccessLog;
 use crate::net::buffers::Pool;
 use crate::net::deadline::Deadlines;
-use crate::net::idle::IdleQueue;
 use crate::net::notify::Notify;
+use crate::net::reclaim::Reclaim;
 use crate::net::slots::Slots;
 use crate::policy::auth;
 use crate::policy::failures::Failures;
@@ -41,9 +42,9 @@ pub struct Worker {
     pub connections: Slots,
     /// The connections of this generation, counted in `connections` too.
     pub generation_connections: Slots,
-    /// Connections waiting for their next request, oldest first, over
-    /// every generation.
-    pub idle: IdleQueue,
+    /// Which client holds each connection and which may be asked to
+    /// close at the limit, over every generation.
+    pub reclaim: Reclaim,
     /// Other workers accept on the same sockets.
     pub shares_listeners: bool,
     /// This worker's share of the scripts that may run at once, over
@@ -69,6 +70,11 @@ pub struct Worker {
     /// Which configuration of the process this is: 1 at the start, one
     /// more at each reload (named in the log when it is freed).
     pub generation: u32,
+}
+
+/// The most connections one client holds of a worker's `connections`.
+fn client_share(connections: usize) -> usize {
+    (connections / CLIENT_SHARE_PART).max(CLIENT_SHARE_MIN)
 }
 
 impl Worker {
@@ -100,7 +106,10 @@ impl Worker {
                 None => Slots::new(connections),
             },
             generation_connections: Slots::new(usize::MAX),
-            idle: before.map(|b| b.idle.clone()).unwrap_or_default(),
+            reclaim: match before {
+                Some(b) => b.reclaim.limited(client_share(connections)),
+                None => Reclaim::new(client_share(connections)),
+            },
             shares_listeners: workers > 1,
             scripts: match before {
                 Some(b) => b.scripts.limited(scripts),

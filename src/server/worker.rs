@@ -18,8 +18,10 @@ use nix::sys::signal::Signal;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::config::{Config, cli};
-use crate::limits::{ACCEPT_BACKOFF, ACCEPT_WARNING_EVERY, RECLAIM_AFTER};
+use crate::limits::{ACCEPT_BACKOFF, ACCEPT_WARNING_EVERY, FLOOD_CONNECTIONS, RECLAIM_AFTER};
+use crate::net::client::Client;
 use crate::net::deadline::Deadlines;
+use crate::net::slots::Slots;
 use crate::server::conn;
 use crate::server::state::Worker;
 use crate::sys;
@@ -150,6 +152,8 @@ fn serve(
         })
         .detach();
     }
+    ex.spawn(give_back_after_floods(worker.connections.clone()))
+        .detach();
     async_io::block_on(ex.run(run_until_stopped(
         worker,
         ex.clone(),
@@ -158,6 +162,23 @@ fn serve(
         prepare,
         shared,
     )))
+}
+
+/// Once the connections have fallen to a quarter of a flood's peak, gives
+/// the allocator's free pages back to the system. `connections` is the
+/// process's count, whatever the generation.
+async fn give_back_after_floods(connections: Slots) {
+    let mut peak = 0;
+    loop {
+        connections.freed().notified().await;
+        let now = connections.in_use();
+        // Counted as each leaves: the one that just left was still there.
+        peak = peak.max(now + 1);
+        if peak >= FLOOD_CONNECTIONS && now <= peak / 4 {
+            sys::return_free_memory();
+            peak = now;
+        }
+    }
 }
 
 /// The state of one worker, or of generation `number` of the one process
@@ -395,12 +416,17 @@ async fn accept_loop(
         match accepted {
             None => return,
             Some(Ok((stream, peer))) => {
+                let Ok(place) = w.reclaim.enter(Client::from(peer.ip())) else {
+                    // Closed at once, its slots with it.
+                    log::debug!("{peer}: the client holds its share of the connections");
+                    continue;
+                };
                 sys::set_nodelay(stream.get_ref());
                 ex.spawn(conn::serve(
                     w.clone(),
                     stream,
                     peer,
-                    slots,
+                    (slots, place),
                     #[cfg(feature = "tls")]
                     tls.cloned(),
                 ))
@@ -421,7 +447,8 @@ async fn accept_loop(
 }
 
 /// At the connection limit: waits until a slot frees or, once a client is
-/// waiting to be accepted, asks the connection idle longest to close.
+/// waiting to be accepted, asks a connection to close (`net/reclaim.rs`
+/// says which).
 async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
     let arrived = future::or(async { listener.readable().await.is_ok() }, async {
         future::or(w.connections.freed().notified(), w.stop.notified()).await;
@@ -444,14 +471,14 @@ async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
     if !sys::is_readable(listener.get_ref()) {
         return;
     }
-    let evicted = w.idle.evict_oldest();
+    let asked = w.reclaim.ask_one();
     let freed = future::or(w.connections.freed().notified(), w.stop.notified());
-    if evicted {
+    if asked {
         // Left without closing (its request came first): ask the next.
-        future::or(freed, w.idle.left().notified()).await;
+        future::or(freed, w.reclaim.left().notified()).await;
     } else {
-        // None is idle yet: wait until one is, or a slot frees.
-        future::or(freed, w.idle.entered().notified()).await;
+        // None may be asked yet: wait until one may, or a slot frees.
+        future::or(freed, w.reclaim.entered().notified()).await;
     }
 }
 
