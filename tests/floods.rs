@@ -53,12 +53,17 @@ const PER_PROXIED: usize = 2 * PROXY_CHUNK + OUT_BUF + CONN_STATE;
 /// body decoded whole, in a buffer that may have doubled.
 const PER_SCRIPT: usize = 2 * PIPE_CHUNK + 2 * CGI_MAX_BODY;
 
+/// What an answer decompressed on the fly holds: the inflate state and
+/// its input buffer (`src/http/gunzip.rs`).
+const INFLATION: usize = 43 * 1024 + 8 * 1024;
+
 /// What a worker keeps whatever its connections: the file cache's bodies,
-/// the pool's spare buffers, request frames, TLS sessions.
+/// the pool's spare buffers, request frames, TLS sessions, inflations.
 const PER_WORKER: usize = BODY_BUDGET
     + POOL_KEEP * (HEAD_BUF + OUT_BUF + 2 * TLS_READ)
     + FRAMES_KEEP * 6 * 1024
-    + TLS_SESSIONS * 1024;
+    + TLS_SESSIONS * 1024
+    + MAX_INFLATING * INFLATION;
 
 /// The README's ceiling in KiB for `n` connections over a server that was
 /// `base` KiB when idle (one worker).
@@ -271,7 +276,27 @@ fn flood_with<C>(
         "{kind}: the server reached {peak} KiB, over its bound of {bound} KiB"
     );
     drop(held);
+    assert_given_back(&s, base, peak);
     s.assert_healthy();
+}
+
+/// Once a flood's clients are gone, the server gives back what they
+/// took: at most a quarter of it stays resident, beside what a worker
+/// keeps whatever its clients.
+fn assert_given_back(s: &Server, base: u64, peak: u64) {
+    let pid = s.pid();
+    assert!(wait_until(Duration::from_secs(30), || sockets(pid) == 2));
+    let now = || kib(pid, "VmRSS");
+    let kept = base + (PER_WORKER / 1024) as u64 + peak.saturating_sub(base) / 4;
+    let given_back = wait_until(Duration::from_secs(10), || now() <= kept);
+    eprintln!(
+        "after the flood: {} KiB resident, at most {kept} KiB allowed",
+        now()
+    );
+    assert!(
+        given_back,
+        "the flood's memory (peak {peak} KiB) stayed resident"
+    );
 }
 
 /// A handshake record of `len` bytes: its header and `len` bytes of body.
@@ -421,4 +446,72 @@ fn tunnels_that_are_never_read_stay_under_the_ceiling() {
     let ask =
         b"GET /api/ws HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
     stream_flood("tunnels", ask, "HTTP/1.1 101 ");
+}
+
+/// A `.gz`-only file asked for by clients that take no gzip and read
+/// nothing, on every slot of the shipped device's `max-connections 256`:
+/// each such answer is inflated on the fly. The server's peak stays under
+/// the README's ceiling for a site without scripts and proxy, and once
+/// the clients are gone it gives most of what they took back.
+#[test]
+fn inflations_that_are_never_read_stay_under_the_ceiling_and_are_given_back() {
+    const DEVICE: usize = 256;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    raise_descriptor_limit();
+    let root = TempDir::new("flood");
+    root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+    // 32 MiB inflated, far more than the socket buffers take in: every
+    // answer stalls on its client.
+    let plain = root.write("log.txt", vec![b'x'; 32 << 20]);
+    let zipped = std::process::Command::new("gzip")
+        .args(["-n", "-9"])
+        .arg(&plain)
+        .status()
+        .expect("gzip is installed");
+    assert!(zipped.success());
+    let limit = DEVICE.to_string();
+    let s = Server::start_in_over(
+        Transport::Tls,
+        root,
+        &["--header-timeout", "60", "--max-connections", &limit],
+    );
+    let pid = s.pid();
+    assert!(normal_client(&s), "served before the flood");
+    assert!(wait_until(Duration::from_secs(10), || sockets(pid) == 2));
+    let base = kib(pid, "VmRSS");
+    let statuses = Mutex::new(Vec::new());
+    let held: Vec<tls::Stream> = (0..DEVICE - 6)
+        .filter_map(|_| {
+            let mut c = tls_small_window(&s)?;
+            c.write_all(b"GET /log.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+                .ok()?;
+            c.flush().ok()?;
+            let head = head_of(&mut c)?;
+            statuses.lock().unwrap().push(head[9..12].to_string());
+            Some(c)
+        })
+        .collect();
+    let served = wait_until(Duration::from_secs(5), || normal_client(&s));
+    let peak = kib(pid, "VmHWM");
+    let ceiling = base + ((PER_WORKER + DEVICE * PER_CONNECTION) / 1024) as u64;
+    let statuses = statuses.into_inner().unwrap();
+    let inflated = statuses.iter().filter(|s| *s == "200").count();
+    eprintln!(
+        "inflations: {} held, {inflated} inflating, base {base} KiB, peak {peak} KiB, \
+         ceiling {ceiling} KiB",
+        held.len()
+    );
+    assert!(served, "a normal client was not served within 5 s");
+    assert!(inflated > 0, "none inflated: {statuses:?}");
+    assert!(
+        statuses.iter().all(|s| s == "200" || s == "503"),
+        "{statuses:?}"
+    );
+    assert!(
+        peak <= ceiling,
+        "the server reached {peak} KiB, over the ceiling of {ceiling} KiB"
+    );
+    drop(held);
+    assert_given_back(&s, base, peak);
+    s.assert_healthy();
 }

@@ -26,7 +26,7 @@ use crate::files::cache;
 use crate::files::listing;
 use crate::files::root::{self, Lookup, Opened, Root};
 use crate::http::conditional::{self, Conditions, Validators};
-use crate::http::gunzip::Gunzip;
+use crate::http::gunzip::{Gunzip, Inflation};
 use crate::http::header::{self, HeaderLine, RuleLines};
 use crate::http::mime;
 use crate::http::negotiate::{self, Encodings};
@@ -383,7 +383,13 @@ fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
             return Response::status(Status::PreconditionFailed);
         }
     }
-    let mut r = match Gunzip::open(gz.file.clone(), gz.meta.len()) {
+    // Each inflation holds about 51 KiB: past the cap, a moment's wait.
+    let Some(inflation) = Inflation::take() else {
+        let mut r = Response::status(Status::ServiceUnavailable);
+        r.add_header(header::RETRY_SOON);
+        return r;
+    };
+    let mut r = match Gunzip::open(gz.file.clone(), gz.meta.len(), inflation) {
         Ok((stream, len)) => Response::new(
             Status::Ok,
             Body::Gunzip {
