@@ -121,12 +121,11 @@ impl Worker {
             },
             #[cfg(feature = "ubus")]
             ubus: config.ubus.prefix.as_ref().map(|_| {
-                Bus::new(
-                    config.ubus.socket.clone(),
-                    deadlines,
-                    UBUS_MAX_CALLS,
-                    UBUS_MAX_SUBSCRIBERS,
-                )
+                let path = config.ubus.socket.clone();
+                match before.and_then(|b| b.ubus.as_ref()) {
+                    Some(b) => Bus::after(path, b),
+                    None => Bus::new(path, deadlines, UBUS_MAX_CALLS, UBUS_MAX_SUBSCRIBERS),
+                }
             }),
             stopping: Cell::new(false),
             retiring: Cell::new(false),
