@@ -515,3 +515,56 @@ fn inflations_that_are_never_read_stay_under_the_ceiling_and_are_given_back() {
     assert_given_back(&s, base, peak);
     s.assert_healthy();
 }
+
+/// Four waves of 250 pipelined requests that are never read, at the
+/// shipped device's `max-connections 256`, with a reload after each: a
+/// reload's generation counts what the one before still holds, so the
+/// server stays under the README's ceiling for 256 connections (without
+/// scripts and proxy), and a normal client is served.
+#[test]
+fn pipelined_floods_above_the_limit_beside_reloads_stay_under_the_ceiling() {
+    const DEVICE: usize = 256;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    raise_descriptor_limit();
+    let limit = DEVICE.to_string();
+    let s = server(&["--max-connections", &limit, "--workers", "1"]);
+    let pid = s.pid();
+    assert!(normal_client(&s), "served before the flood");
+    assert!(wait_until(Duration::from_secs(10), || sockets(pid) == 2));
+    let base = kib(pid, "VmRSS");
+    let reloads = || s.log_text().matches("reloading configuration").count();
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.extend((0..250).filter_map(|_| {
+            let mut c = tls_small_window(&s)?;
+            let many = b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n".repeat(80);
+            c.write_all(&many).ok()?;
+            c.flush().ok()?;
+            Some(c)
+        }));
+        let n = reloads();
+        s.signal("HUP");
+        assert!(wait_until(Duration::from_secs(10), || reloads() > n));
+    }
+    let served = wait_until(Duration::from_secs(5), || normal_client(&s));
+    let open = sockets(pid);
+    let peak = kib(pid, "VmHWM");
+    let ceiling = base + ((PER_WORKER + DEVICE * PER_CONNECTION) / 1024) as u64;
+    eprintln!(
+        "pipelined beside reloads: {} made, {open} sockets open, base {base} KiB, \
+         peak {peak} KiB, ceiling {ceiling} KiB",
+        held.len()
+    );
+    assert!(served, "a normal client was not served within 5 s");
+    assert!(
+        open <= DEVICE + 3,
+        "{open} sockets open at max-connections {DEVICE}"
+    );
+    assert!(
+        peak <= ceiling,
+        "the server reached {peak} KiB, over the ceiling of {ceiling} KiB"
+    );
+    drop(held);
+    assert_given_back(&s, base, peak);
+    s.assert_healthy();
+}
