@@ -415,9 +415,9 @@ pub fn set_alarm(period: Option<std::time::Duration>) {
 }
 
 /// Gives the allocator's free pages back to the system. glibc keeps freed
-/// heap pages resident until asked (a flood's buffers stayed at its peak);
-/// musl's allocator (mallocng) unmaps freed groups by itself and has no
-/// such call.
+/// heap pages resident until asked (a flood's buffers stayed at its peak).
+/// musl's allocator (mallocng) has no such call, and keeps them too
+/// (`tests/floods.rs`, `on_glibc`).
 pub fn return_free_memory() {
     // SAFETY: malloc_trim(3) takes no pointer; it only walks and trims the
     // allocator's own free lists, under the allocator's lock.

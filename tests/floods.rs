@@ -280,13 +280,27 @@ fn flood_with<C>(
     s.assert_healthy();
 }
 
+/// Whether the server runs on glibc, whose allocator can be asked to give
+/// its free pages back (`malloc_trim`). musl's (mallocng, a static
+/// binary) has no such call and keeps them: measured with
+/// x86_64-unknown-linux-musl, 2026-12-04, 34.6 MiB still resident after
+/// the pipelined flood's 34.6 MiB peak.
+fn on_glibc(pid: i32) -> bool {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    maps.contains("/libc.so.6")
+}
+
 /// Once a flood's clients are gone, the server gives back what they
-/// took: at most a quarter of it stays resident, beside what a worker
-/// keeps whatever its clients.
+/// took where its allocator can: at most a quarter of it stays resident,
+/// beside what a worker keeps whatever its clients.
 fn assert_given_back(s: &Server, base: u64, peak: u64) {
     let pid = s.pid();
     assert!(wait_until(Duration::from_secs(30), || sockets(pid) == 2));
     let now = || kib(pid, "VmRSS");
+    if !on_glibc(pid) {
+        eprintln!("after the flood: {} KiB resident (not glibc: kept)", now());
+        return;
+    }
     let kept = base + (PER_WORKER / 1024) as u64 + peak.saturating_sub(base) / 4;
     let given_back = wait_until(Duration::from_secs(10), || now() <= kept);
     eprintln!(
