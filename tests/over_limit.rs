@@ -271,3 +271,37 @@ fn login_failures_are_kept_across_a_reload() {
         "still held back after the reload"
     );
 }
+
+/// A reload that lowers `max-connections` applies the new limit to the
+/// connections the old configuration still holds: none is taken past it.
+#[test]
+fn a_lower_limit_applies_to_the_connections_held_before_the_reload() {
+    let dir = TempDir::new("overconf");
+    let conf = dir.write("m.conf", format!("max-connections {LIMIT}\nworkers 1\n"));
+    let root = TempDir::new("overconfroot");
+    root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+    root.write("big.bin", vec![b'x'; 64 * 1024]);
+    let s = Server::start_with_config(&conf, root, &[]);
+    let held = flood(&s, &addresses(1, 3), SHARE);
+    let lower = LIMIT / 2;
+    std::fs::write(&conf, format!("max-connections {lower}\nworkers 1\n")).unwrap();
+    let n = s.log_text().matches("reloading configuration").count();
+    s.signal("HUP");
+    assert!(wait_until(Duration::from_secs(10), || s
+        .log_text()
+        .matches("reloading configuration")
+        .count()
+        > n));
+    assert!(
+        wait_until(Duration::from_secs(5), || owner_served(&s)),
+        "the owner was not served within 5 s"
+    );
+    let open = sockets(s.pid());
+    eprintln!("{} connections made, {open} sockets open", held.len());
+    assert!(
+        open <= lower + 2,
+        "{open} sockets open, over the new limit of {lower}"
+    );
+    drop(held);
+    s.assert_healthy();
+}
