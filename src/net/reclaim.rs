@@ -35,9 +35,8 @@ struct Table {
     entries: RefCell<Vec<Entry>>,
     /// Connections with no request under way, oldest first.
     idle: RefCell<VecDeque<u64>>,
-    /// Clients with connections, each with how many (never 0), those
-    /// asked to close left out.
-    held: RefCell<Vec<(Client, usize)>>,
+    /// Clients with connections, those asked to close left out.
+    held: RefCell<Vec<Held>>,
     /// The most connections one client holds.
     share: Cell<usize>,
     wake: Notify,
@@ -46,6 +45,14 @@ struct Table {
     /// Woken when a connection asked to close leaves: it is closing, or
     /// its request came first and it goes on (then another must be asked).
     left: Notify,
+}
+
+/// A client's connections, and how many of them are sending an answer.
+struct Held {
+    client: Client,
+    /// Never 0 while the client is in the table.
+    all: usize,
+    sending: usize,
 }
 
 struct Entry {
@@ -110,13 +117,14 @@ impl Reclaim {
         }
         let id = t.next.get();
         t.next.set(id + 1);
-        t.entries.borrow_mut().push(Entry {
+        let entry = Entry {
             id,
             client,
             doing: Doing::Idle,
             asked: false,
-        });
-        t.count(client, true);
+        };
+        t.tally(&entry, true);
+        t.entries.borrow_mut().push(entry);
         t.idle.borrow_mut().push_back(id);
         t.entered.notify_all();
         Ok(Place(Watch {
@@ -147,13 +155,7 @@ impl Reclaim {
         let Some(id) = id else {
             return false;
         };
-        let client = t.with(id, |e| {
-            e.asked = true;
-            e.client
-        });
-        if let Some(client) = client {
-            t.count(client, false);
-        }
+        t.change(id, |e| e.asked = true);
         t.wake.notify_all();
         true
     }
@@ -163,23 +165,47 @@ impl Table {
     fn holding(&self, client: Client) -> usize {
         let held = self.held.borrow();
         held.iter()
-            .find(|(c, _)| *c == client)
-            .map_or(0, |(_, n)| *n)
+            .find(|h| h.client == client)
+            .map_or(0, |h| h.all)
     }
 
-    fn count(&self, client: Client, up: bool) {
+    /// Counts `e` for its client (`up`), or stops counting it; one asked
+    /// to close is not counted.
+    fn tally(&self, e: &Entry, up: bool) {
+        if e.asked {
+            return;
+        }
+        let sending = usize::from(e.doing == Doing::Sending);
         let mut held = self.held.borrow_mut();
-        match held.iter().position(|(c, _)| *c == client) {
-            Some(i) if up => held[i].1 += 1,
+        match held.iter().position(|h| h.client == e.client) {
+            Some(i) if up => {
+                held[i].all += 1;
+                held[i].sending += sending;
+            }
             Some(i) => {
-                held[i].1 -= 1;
-                if held[i].1 == 0 {
+                held[i].all -= 1;
+                held[i].sending -= sending;
+                if held[i].all == 0 {
                     held.swap_remove(i);
                 }
             }
-            None if up => held.push((client, 1)),
+            None if up => held.push(Held {
+                client: e.client,
+                all: 1,
+                sending,
+            }),
             None => {}
         }
+    }
+
+    /// Changes entry `id`, keeping the counts true; what `f` returns.
+    fn change<R>(&self, id: u64, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+        self.with(id, |e| {
+            self.tally(e, false);
+            let r = f(e);
+            self.tally(e, true);
+            r
+        })
     }
 
     fn with<R>(&self, id: u64, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
@@ -191,21 +217,18 @@ impl Table {
     /// The oldest connection sending an answer of the client that holds
     /// the most connections, if it holds more than one.
     fn busiest_sender(&self) -> Option<u64> {
+        let client = {
+            let held = self.held.borrow();
+            let most = held
+                .iter()
+                .filter(|h| h.sending > 0 && h.all > 1)
+                .max_by_key(|h| h.all)?;
+            most.client
+        };
         let entries = self.entries.borrow();
-        let sending = |e: &&Entry| e.doing == Doing::Sending && !e.asked;
-        let (client, n) = entries
-            .iter()
-            .filter(sending)
-            .map(|e| (e.client, self.holding(e.client)))
-            .fold(None, |most: Option<(Client, usize)>, (c, n)| match most {
-                Some((_, m)) if m >= n => most,
-                _ => Some((c, n)),
-            })?;
-        (n > 1).then_some(())?;
         entries
             .iter()
-            .filter(sending)
-            .find(|e| e.client == client)
+            .find(|e| e.client == client && e.doing == Doing::Sending && !e.asked)
             .map(|e| e.id)
     }
 }
@@ -231,13 +254,8 @@ impl Place {
                 idle.remove(i);
             }
         }
-        let unasked = t.with(self.0.id, |e| {
-            let was = e.asked;
-            e.asked = false;
-            was.then_some(e.client)
-        });
-        if let Some(Some(client)) = unasked {
-            t.count(client, true);
+        let unasked = t.change(self.0.id, |e| std::mem::replace(&mut e.asked, false));
+        if unasked == Some(true) {
             t.left.notify_all();
         }
     }
@@ -264,7 +282,7 @@ impl Watch {
     /// Sets what the connection does; what it did.
     fn doing(&self, now: Doing) -> Option<Doing> {
         self.table
-            .with(self.id, |e| std::mem::replace(&mut e.doing, now))
+            .change(self.id, |e| std::mem::replace(&mut e.doing, now))
     }
 
     /// Resolves when the connection is asked to close.
@@ -292,10 +310,11 @@ impl Drop for Place {
             let i = entries.binary_search_by_key(&self.0.id, |e| e.id).ok();
             i.map(|i| entries.remove(i))
         };
-        match gone {
-            Some(e) if e.asked => t.left.notify_all(),
-            Some(e) => t.count(e.client, false),
-            None => {}
+        if let Some(e) = gone {
+            t.tally(&e, false);
+            if e.asked {
+                t.left.notify_all();
+            }
         }
     }
 }
@@ -360,6 +379,10 @@ mod tests {
         assert!(q.ask_one());
         assert!(asked(&many[2]) && !asked(&own));
         assert!(!q.ask_one(), "one connection each: none is asked");
+        many[0].idle();
+        drop((own, many));
+        assert!(q.0.held.borrow().is_empty(), "every count given back");
+        assert!(q.0.entries.borrow().is_empty() && q.0.idle.borrow().is_empty());
     }
 
     #[test]
