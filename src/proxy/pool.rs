@@ -23,6 +23,9 @@ pub struct Pool {
     long: Slots,
     shares: Shares,
     idle: RefCell<Vec<Kept>>,
+    /// Replaced by a reload's pool: keeps no connection, as the slots it
+    /// would hold are the new pool's too.
+    retired: Cell<bool>,
 }
 
 struct Kept {
@@ -59,6 +62,7 @@ impl Pool {
             long: Slots::new(settings.streams()),
             shares: Shares::new(settings.per_client()),
             idle: RefCell::new(Vec::new()),
+            retired: Cell::new(false),
         }
     }
 
@@ -72,6 +76,7 @@ impl Pool {
             long: before.long.limited(settings.streams()),
             shares: before.shares.limited(settings.per_client()),
             idle: RefCell::new(Vec::new()),
+            retired: Cell::new(false),
         }
     }
 
@@ -159,13 +164,24 @@ impl Pool {
         })
     }
 
-    /// Closes the kept connections (a generation replaced by a reload).
+    /// Closes the kept connections and keeps none from now on (a
+    /// generation replaced by a reload, whose new pool counts the same
+    /// slots).
+    pub fn retire(&self) {
+        self.retired.set(true);
+        self.close_idle();
+    }
+
+    /// Closes the kept connections.
     pub fn close_idle(&self) {
         self.idle.borrow_mut().clear();
     }
 
     /// Keeps a connection whose last exchange ended cleanly.
     pub fn give_back(&self, route: usize, mut lease: Lease) {
+        if self.retired.get() {
+            return;
+        }
         lease.share = None;
         lease.long.set(None);
         let mut idle = self.idle.borrow_mut();

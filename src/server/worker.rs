@@ -261,6 +261,7 @@ async fn run_until_stopped(
             Ok(Ok(Signal::SIGHUP)) if role == Role::Alone => {
                 if let Some(next) = reload(&w, prepare, &shared) {
                     w.set_retiring();
+                    w.proxy.retire();
                     old.push(Rc::downgrade(&w));
                     w = next;
                     start(&w, &ex, &sockets, role);
