@@ -30,6 +30,14 @@ pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// ceiling says what to choose on a small device.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
+/// One client (an IPv4 address, or an IPv6 /64) holds at most this part
+/// of a worker's connections (`max-connections` / `workers`), and never
+/// fewer than `CLIENT_SHARE_MIN`: a quarter of the shipped device's 256
+/// is 64, ten browsers' worth. A new connection past its share is closed
+/// at once; the others keep at least three quarters for everyone else.
+pub const CLIENT_SHARE_PART: usize = 4;
+pub const CLIENT_SHARE_MIN: usize = 8;
+
 /// A crashing worker is restarted, but not faster than this.
 pub const RESPAWN_DELAY: Duration = Duration::from_millis(500);
 
@@ -65,6 +73,17 @@ pub const SMALL_BODY: u64 = 12 * 1024;
 pub const BODY_BUDGET: usize = 256 * 1024;
 /// How long "this variant does not exist" is believed.
 pub const ABSENT_FOR: Duration = Duration::from_secs(1);
+
+/// Answers decompressed on the fly at once per worker (a `.gz`-only file
+/// to a client that does not take gzip: curl without `--compressed`, a
+/// script's fetch), about 51 KiB each (`http/gunzip.rs`); past it 503
+/// with Retry-After. Browsers take gzip and never need one.
+pub const MAX_INFLATING: usize = 8;
+
+/// After this many connections at once, the free memory they leave is
+/// given back to the system once they have fallen to a quarter of it
+/// (`sys::return_free_memory`): a flood's buffers do not stay resident.
+pub const FLOOD_CONNECTIONS: usize = 64;
 
 /// Output buffer size: headers plus a small file body in one write; larger
 /// bodies go out with sendfile(2) after the headers.

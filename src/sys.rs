@@ -461,3 +461,16 @@ pub fn set_alarm(period: Option<std::time::Duration>) {
     // value is not asked for. It cannot fail with ITIMER_REAL and these values.
     unsafe { nix::libc::setitimer(nix::libc::ITIMER_REAL, &timer, std::ptr::null_mut()) };
 }
+
+/// Gives the allocator's free pages back to the system. glibc keeps freed
+/// heap pages resident until asked (a flood's buffers stayed at its peak).
+/// musl's allocator (mallocng) has no such call, and keeps them too
+/// (`tests/floods.rs`, `on_glibc`).
+pub fn return_free_memory() {
+    // SAFETY: malloc_trim(3) takes no pointer; it only walks and trims the
+    // allocator's own free lists, under the allocator's lock.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        nix::libc::malloc_trim(0);
+    }
+}

@@ -1238,8 +1238,9 @@ fn a_thousand_half_open_handshakes_do_not_stop_a_normal_client() {
         .write_tls(&mut hello)
         .unwrap();
     let mut held = Vec::new();
-    for _ in 0..1000 {
-        let mut c = TcpStream::connect(("127.0.0.1", t.port)).unwrap();
+    // From 4 addresses: one client holds at most a quarter of the limit.
+    for i in 0..1000 {
+        let mut c = connect_from(&format!("127.0.1.{}", i / 250 + 1), t.port);
         c.write_all(&hello[..hello.len() - 10]).unwrap();
         held.push(c);
     }
@@ -1252,6 +1253,30 @@ fn a_thousand_half_open_handshakes_do_not_stop_a_normal_client() {
     c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     assert_eq!(read_response(&mut c, false).unwrap().status, 200);
     drop(held);
+}
+
+/// A TCP connection to 127.0.0.1:`port` from `source`, another loopback
+/// address: another client, as the server counts them.
+fn connect_from(source: &str, port: u16) -> TcpStream {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    let from: Ipv4Addr = source.parse().unwrap();
+    bind(
+        fd.as_raw_fd(),
+        &SockaddrIn::from(SocketAddrV4::new(from, 0)),
+    )
+    .unwrap();
+    let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+    connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
+    TcpStream::from(fd)
 }
 
 /// Whether the kernel takes the records (kTLS) is found once at start,

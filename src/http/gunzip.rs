@@ -1,7 +1,10 @@
 //! Streams a `.gz` file out decompressed, for the rare client that does not
 //! accept gzip when a flash-saving tree ships only `X.gz`. Memory: one inflate
-//! state (about 43 KiB) and an 8 KiB input buffer per such response.
+//! state (about 43 KiB) and an 8 KiB input buffer per such response, and at
+//! most `MAX_INFLATING` such responses at once in a process: a stream needs
+//! an `Inflation`, of which there are no more.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -9,6 +12,36 @@ use std::rc::Rc;
 
 use miniz_oxide::inflate::stream::{InflateState, inflate};
 use miniz_oxide::{DataFormat, MZError, MZFlush, MZStatus};
+
+use crate::limits::MAX_INFLATING;
+
+thread_local! {
+    /// Inflations under way in this process (a worker is one thread),
+    /// whatever its generation.
+    static INFLATING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// One of the process's `MAX_INFLATING` inflations, given back when dropped.
+pub struct Inflation(());
+
+impl Inflation {
+    /// One, or `None` when all are under way.
+    pub fn take() -> Option<Inflation> {
+        INFLATING.with(|n| {
+            let taken = n.get();
+            (taken < MAX_INFLATING).then(|| {
+                n.set(taken + 1);
+                Inflation(())
+            })
+        })
+    }
+}
+
+impl Drop for Inflation {
+    fn drop(&mut self) {
+        INFLATING.with(|n| n.set(n.get() - 1));
+    }
+}
 
 pub struct Gunzip {
     file: Rc<File>,
@@ -21,6 +54,7 @@ pub struct Gunzip {
     start: usize,
     filled: usize,
     done: bool,
+    _inflation: Inflation,
 }
 
 fn invalid(what: &str) -> io::Error {
@@ -30,7 +64,7 @@ fn invalid(what: &str) -> io::Error {
 impl Gunzip {
     /// Checks the gzip header; returns the stream and the uncompressed size
     /// from the trailer (ISIZE, exact below 4 GiB).
-    pub fn open(file: Rc<File>, len: u64) -> io::Result<(Gunzip, u64)> {
+    pub fn open(file: Rc<File>, len: u64, inflation: Inflation) -> io::Result<(Gunzip, u64)> {
         if len < 18 {
             return Err(invalid("too short"));
         }
@@ -47,6 +81,7 @@ impl Gunzip {
             start: 0,
             filled: 0,
             done: false,
+            _inflation: inflation,
         };
         Ok((g, size))
     }
@@ -169,7 +204,7 @@ mod tests {
         for name in [false, true] {
             let f = gz(&data, name);
             let len = f.metadata().unwrap().len();
-            let (mut g, size) = Gunzip::open(Rc::new(f), len).unwrap();
+            let (mut g, size) = Gunzip::open(Rc::new(f), len, Inflation::take().unwrap()).unwrap();
             assert_eq!(size, data.len() as u64);
             let mut out = Vec::new();
             let mut buf = [0u8; 16384];
@@ -190,6 +225,17 @@ mod tests {
         std::fs::write(&path, b"this is plain text, not gzip at all").unwrap();
         let f = File::open(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
-        assert!(Gunzip::open(Rc::new(f), 35).is_err());
+        assert!(Gunzip::open(Rc::new(f), 35, Inflation::take().unwrap()).is_err());
+    }
+
+    #[test]
+    fn at_most_max_inflating_at_once() {
+        let held: Vec<Inflation> = (0..MAX_INFLATING)
+            .map_while(|_| Inflation::take())
+            .collect();
+        assert_eq!(held.len(), MAX_INFLATING);
+        assert!(Inflation::take().is_none());
+        drop(held);
+        assert!(Inflation::take().is_some(), "given back");
     }
 }

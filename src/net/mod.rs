@@ -5,12 +5,12 @@ pub(crate) mod buffers;
 pub(crate) mod client;
 pub(crate) mod deadline;
 pub(crate) mod hangup;
-pub(crate) mod idle;
 pub(crate) mod input;
 #[cfg(feature = "tls")]
 pub(crate) mod ktls;
 pub(crate) mod notify;
 pub(crate) mod pace;
+pub(crate) mod reclaim;
 pub(crate) mod slots;
 pub(crate) mod sock;
 #[cfg(feature = "tls")]

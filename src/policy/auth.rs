@@ -7,6 +7,7 @@
 //! limited per client and per client network (see `failures`), counted
 //! when a check starts.
 
+use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char};
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::io::Write;
@@ -181,7 +182,9 @@ pub struct Auth {
     files: Vec<Option<File>>,
     /// `(credentials tag, user, valid until)`; small, so a Vec (no hash map code in the binary).
     cache: Vec<(u64, String, Instant)>,
-    failures: Failures,
+    /// The process's counts, kept across reloads (shared with the
+    /// generations before and after this one).
+    failures: Rc<RefCell<Failures>>,
     /// Who a peer address is.
     links: OnLink,
     keys: RandomState,
@@ -205,12 +208,12 @@ pub fn fail_share(slot: usize, workers: usize) -> Limits {
 }
 
 impl Auth {
-    pub fn new(realms: &[Realm], limits: Limits, links: OnLink) -> Auth {
+    pub fn new(realms: &[Realm], failures: Rc<RefCell<Failures>>, links: OnLink) -> Auth {
         Auth {
             realms: realms.to_vec(),
             files: realms.iter().map(|_| None).collect(),
             cache: Vec::new(),
-            failures: Failures::new(limits),
+            failures,
             links,
             keys: RandomState::new(),
         }
@@ -241,9 +244,9 @@ impl Auth {
         if let Some(v) = verdict.filter(|v| Some(v.tag) == tag) {
             if v.ok {
                 if let Some(counted) = v.counted {
-                    self.failures.refund(counted);
+                    self.failures.borrow_mut().refund(counted);
                 }
-                self.failures.trust(who, &v.user);
+                self.failures.borrow_mut().trust(who, &v.user);
                 self.remember(v.tag, &v.user);
                 return Decision::Pass(Some(v.user));
             }
@@ -258,7 +261,7 @@ impl Auth {
         // guess, or a guess matching a login cached for its owner would
         // still tell itself apart. Per client, not per client and user, so
         // that switching names buys no more guesses (and no more hashing).
-        if self.failures.held(who) {
+        if self.failures.borrow().held(who) {
             return Decision::Limited;
         }
         let (Some(header), Some(tag)) = (header, tag) else {
@@ -270,7 +273,7 @@ impl Auth {
             if *until > Instant::now() {
                 // A login checked for another address is as good from this one.
                 let user = user.clone();
-                self.failures.trust(who, &user);
+                self.failures.borrow_mut().trust(who, &user);
                 return Decision::Pass(Some(user));
             }
         }
@@ -289,7 +292,7 @@ impl Auth {
                 "auth: user name or password over {AUTH_MAX_CREDENTIAL} bytes from {client} (realm {:?})",
                 realm
             );
-            self.failures.count(who);
+            self.failures.borrow_mut().count(who);
             return Decision::Challenge(realm);
         }
         let file = self.file(i);
@@ -308,14 +311,14 @@ impl Auth {
         // Counted now, not when the answer comes: parallel guesses cannot
         // all start before the first is counted. The same credentials
         // already being checked (a browser's parallel requests) are one guess.
-        let counted = (!again).then(|| self.failures.count(who));
-        if self.failures.net_holds(who) {
+        let counted = (!again).then(|| self.failures.borrow_mut().count(who));
+        if self.failures.borrow().net_holds(who) {
             log::warn!(
                 "auth: {} reached its network's limit of login checks; 429 for up to {}s to its addresses without a login in the last day",
                 who.net(),
                 AUTH_NET_FAIL_WINDOW.as_secs()
             );
-        } else if self.failures.held(who) {
+        } else if self.failures.borrow().held(who) {
             log::warn!(
                 "auth: {who} reached its limit of login checks; 429 for up to {}s",
                 AUTH_FAIL_WINDOW.as_secs()

@@ -9,7 +9,7 @@
 //! route are kept for the next request. A kept connection the backend has
 //! closed (readable with end of stream) is never used.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -31,6 +31,9 @@ pub struct Pool {
     shares: Shares,
     net_shares: Shares,
     idle: RefCell<Vec<Kept>>,
+    /// Replaced by a reload's pool: keeps no connection, as the slots it
+    /// would hold are the new pool's too.
+    retired: Cell<bool>,
 }
 
 /// What a request holds while it uses a connection, beside the connection's
@@ -94,6 +97,25 @@ impl Pool {
             shares: Shares::new(settings.per_client()),
             net_shares: Shares::new(settings.per_net()),
             idle: RefCell::new(Vec::new()),
+            retired: Cell::new(false),
+        }
+    }
+
+    /// The pool of a reload's new generation: the counts of `before`'s
+    /// (whose connections under way still hold their places) under the
+    /// limits of `settings`; no kept connection, as routes may have
+    /// changed.
+    pub fn after(settings: &Settings, before: &Pool) -> Pool {
+        Pool {
+            open: before.open.limited(settings.max),
+            anonymous: before
+                .anonymous
+                .limited(settings.max - settings.auth_reserve()),
+            long: before.long.limited(settings.streams()),
+            shares: before.shares.limited(settings.per_client()),
+            net_shares: before.net_shares.limited(settings.per_net()),
+            idle: RefCell::new(Vec::new()),
+            retired: Cell::new(false),
         }
     }
 
@@ -205,13 +227,24 @@ impl Pool {
         })
     }
 
-    /// Closes the kept connections (a generation replaced by a reload).
+    /// Closes the kept connections and keeps none from now on (a
+    /// generation replaced by a reload, whose new pool counts the same
+    /// slots).
+    pub fn retire(&self) {
+        self.retired.set(true);
+        self.close_idle();
+    }
+
+    /// Closes the kept connections.
     pub fn close_idle(&self) {
         self.idle.borrow_mut().clear();
     }
 
     /// Keeps a connection whose last exchange ended cleanly.
     pub fn give_back(&self, route: usize, mut lease: Lease) {
+        if self.retired.get() {
+            return;
+        }
         lease.held = None;
         *lease.long.get_mut() = None;
         let mut idle = self.idle.borrow_mut();

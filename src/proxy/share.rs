@@ -3,18 +3,20 @@
 //! network's, so that a host taking many addresses of its network leaves
 //! room for the other networks (`net::client` says who a client is).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use crate::net::client::Net;
 
+/// A clone is the same count (see `Slots`).
+#[derive(Clone)]
 pub struct Shares(Rc<Held>);
 
 struct Held {
     /// The clients (or networks) holding connections, each with how many
     /// (never 0).
     by_client: RefCell<Vec<(Net, usize)>>,
-    per_client: usize,
+    per_client: Cell<usize>,
 }
 
 /// One connection counted for a client; dropping it gives it back. It
@@ -28,15 +30,21 @@ impl Shares {
     pub fn new(per_client: usize) -> Shares {
         Shares(Rc::new(Held {
             by_client: RefCell::new(Vec::new()),
-            per_client: per_client.max(1),
+            per_client: Cell::new(per_client.max(1)),
         }))
+    }
+
+    /// The same count under a new share per client.
+    pub fn limited(&self, per_client: usize) -> Shares {
+        self.0.per_client.set(per_client.max(1));
+        self.clone()
     }
 
     /// A share for `client`, or `None` when it holds all its own.
     pub fn take(&self, client: Net) -> Option<Share> {
         let mut held = self.0.by_client.borrow_mut();
         match held.iter_mut().find(|(c, _)| *c == client) {
-            Some((_, n)) if *n >= self.0.per_client => return None,
+            Some((_, n)) if *n >= self.0.per_client.get() => return None,
             Some((_, n)) => *n += 1,
             None => held.push((client, 1)),
         }

@@ -9,10 +9,12 @@ use std::time::Instant;
 
 use crate::net::notify::Notify;
 
+/// A clone is the same budget (see `Slots`).
+#[derive(Clone)]
 pub struct Streams(Rc<Open>);
 
 struct Open {
-    limit: usize,
+    limit: Cell<usize>,
     entries: RefCell<Vec<Entry>>,
     next: Cell<u64>,
 }
@@ -50,10 +52,17 @@ pub struct Place {
 impl Streams {
     pub fn new(limit: usize) -> Streams {
         Streams(Rc::new(Open {
-            limit: limit.max(1),
+            limit: Cell::new(limit.max(1)),
             entries: RefCell::new(Vec::new()),
             next: Cell::new(0),
         }))
+    }
+
+    /// The same budget under a new limit (a reload): places held beyond a
+    /// lowered limit stay until given back.
+    pub fn limited(&self, limit: usize) -> Streams {
+        self.0.limit.set(limit.max(1));
+        self.clone()
     }
 
     /// A place for a long-lived answer of a request that passed a login
@@ -62,7 +71,7 @@ impl Streams {
     pub fn take(&self, logged_in: bool) -> Option<Place> {
         let open = &self.0;
         let mut entries = open.entries.borrow_mut();
-        if entries.len() >= open.limit {
+        if entries.len() >= open.limit.get() {
             let oldest = (0..entries.len())
                 .filter(|&i| !entries[i].logged_in)
                 .min_by_key(|&i| entries[i].since);
@@ -72,7 +81,7 @@ impl Streams {
             gone.cut.notify.notify_all();
             log::info!(
                 "proxy: {} long-lived answers open; the oldest without a login is cut for a newcomer",
-                open.limit
+                open.limit.get()
             );
         }
         let id = open.next.get();

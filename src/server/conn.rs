@@ -26,8 +26,8 @@ use crate::limits::{
 };
 use crate::logs::access_log;
 use crate::net::deadline::within;
-use crate::net::idle::Idle;
 use crate::net::input::Input;
+use crate::net::reclaim::Place;
 use crate::net::slots::Slot;
 #[cfg(feature = "tls")]
 use crate::net::sock::Records;
@@ -43,8 +43,10 @@ use crate::ubus::asked::Asked;
 #[cfg(feature = "ubus")]
 use crate::ubus::exchange as ubus;
 
-/// Serves one connection until it closes; `slot` is its place in the
-/// worker's connection limit, given back when it does. The connection is
+/// Serves one connection until it closes; `held` is its places in the
+/// worker's connection limit and its generation's count, given back when
+/// it does, and its place among the connections the worker may ask to
+/// close. The connection is
 /// set up before the future is made and used in place, so the task holds
 /// it once, not also the arguments it was made from.
 pub fn serve(
@@ -52,7 +54,7 @@ pub fn serve(
     stream: Stream,
     peer: SocketAddr,
     local: Option<SocketAddr>,
-    slot: Slot,
+    held: ([Slot; 2], Place),
     #[cfg(feature = "tls")] tls: Option<std::sync::Arc<rustls::ServerConfig>>,
 ) -> impl Future<Output = ()> + 'static {
     let mut conn = Conn::open(
@@ -60,7 +62,7 @@ pub fn serve(
         stream,
         peer,
         local,
-        slot,
+        held,
         #[cfg(feature = "tls")]
         tls,
     );
@@ -78,14 +80,15 @@ struct Conn {
     served: u32,
     /// The current request's first line, kept when there is an access log.
     request_line: Option<Vec<u8>>,
-    /// Its place among the connections the worker may close at the limit,
-    /// while no request is under way: from the accept (through a TLS
-    /// handshake) or the end of an answer until a whole head has come.
-    waiting: Option<Idle>,
+    /// Its place among the connections the worker may ask to close at
+    /// the limit: idle from the accept (through a TLS handshake) or the
+    /// end of an answer until a whole head has come, then busy, or
+    /// sending while a static answer goes out.
+    place: Place,
     /// The generation that accepted it, kept until the connection ends.
     w: Rc<Worker>,
     /// Last, so that it is given back after the socket is closed.
-    _slot: Slot,
+    _slots: [Slot; 2],
 }
 
 /// What went out for one request: the record the access log gets.
@@ -143,7 +146,7 @@ impl Conn {
         stream: Stream,
         peer: SocketAddr,
         local: Option<SocketAddr>,
-        slot: Slot,
+        (slots, place): ([Slot; 2], Place),
         #[cfg(feature = "tls")] tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     ) -> Option<Conn> {
         let local = local.unwrap_or_else(|| stream.get_ref().local_addr().unwrap_or(peer));
@@ -172,9 +175,9 @@ impl Conn {
             input: Input::new(w.pool.clone()),
             served: 0,
             request_line: None,
-            waiting: Some(w.idle.enter()),
+            place,
             w,
-            _slot: slot,
+            _slots: slots,
         })
     }
 
@@ -184,9 +187,9 @@ impl Conn {
         let first = self.w.deadlines.after(self.w.config.header_timeout);
         #[cfg(feature = "tls")]
         let handshake = {
-            let (sock, waiting) = (&self.sock, &self.waiting);
+            let (sock, place) = (&self.sock, &self.place);
             future::or(async { Some(sock.handshake(first).await) }, async {
-                reclaimed(waiting).await;
+                place.asked().await;
                 sock.discard_unread();
                 None
             })
@@ -207,8 +210,7 @@ impl Conn {
         loop {
             if self.input.is_empty() {
                 self.input.release();
-                let w = &self.w;
-                self.waiting.get_or_insert_with(|| w.idle.enter());
+                self.place.idle();
                 let until = if self.served == 0 {
                     first
                 } else {
@@ -266,12 +268,11 @@ impl Conn {
     async fn serve_one(&mut self) -> Result<Option<Sent>, End> {
         let deadline = self.w.deadlines.after(self.w.config.header_timeout);
         let mut verdict = None;
-        let w = &self.w;
-        self.waiting.get_or_insert_with(|| w.idle.enter());
+        self.place.idle();
         let step = loop {
             let decided = self.decide(verdict.take());
             if let Ok(Some(_)) | Err(_) = decided {
-                self.waiting = None;
+                self.place.busy();
             }
             match decided {
                 Ok(Some(Next::Verify(pending))) => verdict = Some(pending.run().await),
@@ -280,7 +281,7 @@ impl Conn {
                     Ok(0) => return Ok(None),
                     Ok(_) => {}
                     Err(End::Timeout) if !self.input.is_empty() => {
-                        self.waiting = None;
+                        self.place.busy();
                         return self.refuse(Status::RequestTimeout).await.map(Some);
                     }
                     Err(e) => return Err(e),
@@ -294,7 +295,23 @@ impl Conn {
         #[cfg(feature = "tls")]
         self.sock.offload().await?;
         match step {
-            Step::Send(prepared) => self.send_prepared(prepared).await.map(Some),
+            Step::Send(prepared) => {
+                // At the limit, a client holding the most connections may
+                // be asked to close one that sends (to it, as it reads).
+                let asked = self.place.watch();
+                self.place.sending();
+                let sent = future::or(async { Some(self.send_prepared(prepared).await) }, async {
+                    asked.asked().await;
+                    None
+                })
+                .await;
+                self.place.busy();
+                let Some(sent) = sent else {
+                    self.sock.discard_unread();
+                    return Err(End::Closed);
+                };
+                sent.map(Some)
+            }
             Step::Script(job, meta) => self.run_script(*job, meta).await.map(Some),
             Step::Proxy(forward, meta) => self.run_proxy(*forward, meta).await.map(Some),
             #[cfg(feature = "ubus")]
@@ -306,9 +323,9 @@ impl Conn {
     /// the connection meanwhile (a client that sends its head slowly holds
     /// its slot no longer than one that sends nothing).
     async fn read_head(&mut self, deadline: Instant) -> Result<usize, End> {
-        let (input, sock, waiting) = (&mut self.input, &self.sock, &self.waiting);
+        let (input, sock, place) = (&mut self.input, &self.sock, &self.place);
         future::or(input.read_more(sock, deadline), async {
-            reclaimed(waiting).await;
+            place.asked().await;
             sock.discard_unread();
             Err(End::Closed)
         })
@@ -853,7 +870,7 @@ impl Conn {
         // At the connection limit the worker may ask the connection that
         // has waited longest to close, to make room.
         let evicted = async {
-            reclaimed(&self.waiting).await;
+            self.place.asked().await;
             self.sock.discard_unread();
             false
         };
@@ -877,14 +894,5 @@ impl Conn {
             }
         }
         self.input.clear();
-    }
-}
-
-/// Resolves when the worker asks a connection with no request under way
-/// to close; never while a request is.
-async fn reclaimed(waiting: &Option<Idle>) {
-    match waiting {
-        Some(idle) => idle.evicted().await,
-        None => future::pending().await,
     }
 }

@@ -26,7 +26,7 @@ use crate::files::cache;
 use crate::files::listing;
 use crate::files::root::{self, Lookup, Opened, Root};
 use crate::http::conditional::{self, Conditions, Validators};
-use crate::http::gunzip::Gunzip;
+use crate::http::gunzip::{Gunzip, Inflation};
 use crate::http::header::{self, HeaderLine, RuleLines};
 use crate::http::mime;
 use crate::http::negotiate::{self, Encodings};
@@ -39,6 +39,7 @@ use crate::limits::{KEPT_RULE_LINES, LISTING_FRESH};
 use crate::net::deadline::Deadlines;
 use crate::policy::access::{self, Verdict};
 use crate::policy::auth::{self, Auth, Decision};
+use crate::policy::failures::Failures;
 use crate::policy::rules::Matched;
 use crate::proxy::outgoing::{self, Forward};
 #[cfg(feature = "ubus")]
@@ -64,15 +65,15 @@ pub struct Site {
 }
 
 impl Site {
-    /// The site of worker `slot` of `workers`.
-    pub fn new(config: Rc<Config>, slot: usize, workers: usize, clock: &'static Deadlines) -> Site {
+    /// The site of a configuration, counting login failures in `failures`.
+    pub fn new(
+        config: Rc<Config>,
+        failures: Rc<RefCell<Failures>>,
+        clock: &'static Deadlines,
+    ) -> Site {
         Site {
             root: Root::new(&config.root, config.symlinks, clock),
-            auth: RefCell::new(Auth::new(
-                &config.realms,
-                auth::fail_share(slot, workers),
-                config.links.clone(),
-            )),
+            auth: RefCell::new(Auth::new(&config.realms, failures, config.links.clone())),
             rule_lines: RefCell::new(Vec::new()),
             listing: RefCell::new(None),
             #[cfg(feature = "tls")]
@@ -390,7 +391,13 @@ fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
             return Response::status(Status::PreconditionFailed);
         }
     }
-    let mut r = match Gunzip::open(gz.file.clone(), gz.meta.len()) {
+    // Each inflation holds about 51 KiB: past the cap, a moment's wait.
+    let Some(inflation) = Inflation::take() else {
+        let mut r = Response::status(Status::ServiceUnavailable);
+        r.add_header(header::RETRY_SOON);
+        return r;
+    };
+    let mut r = match Gunzip::open(gz.file.clone(), gz.meta.len(), inflation) {
         Ok((stream, len)) => Response::new(
             Status::Ok,
             Body::Gunzip {
@@ -647,7 +654,11 @@ mod tests {
 
     #[test]
     fn paths_that_match_the_same_rules_share_their_lines() {
-        let site = Site::new(Rc::default(), 0, 1, Box::leak(Box::default()));
+        let site = Site::new(
+            Rc::default(),
+            Rc::new(RefCell::new(Failures::new(auth::fail_share(0, 1)))),
+            Box::leak(Box::default()),
+        );
         // Two missing pages, as a scan of a device would ask for.
         let a = site.rule_lines("wp-login.php");
         let b = site.rule_lines("admin/setup.cgi");

@@ -1,20 +1,27 @@
 //! What a worker's connections share: one generation of the server. Each
 //! connection and task of the generation holds it, and the last one to end
-//! frees it, the configuration with it.
+//! frees it, the configuration with it. The counts its limits apply to
+//! (connections, running scripts, backend connections, login failures)
+//! are the process's: a reload's generation takes them over from the one
+//! it replaces, whose connections under way still count, and applies its
+//! own limits to them.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use crate::config::Config;
 use crate::http::clock::Clock;
+use crate::limits::{CLIENT_SHARE_MIN, CLIENT_SHARE_PART};
 #[cfg(feature = "ubus")]
 use crate::limits::{UBUS_MAX_CALLS, UBUS_MAX_SUBSCRIBERS};
 use crate::logs::access_log::AccessLog;
 use crate::net::buffers::Pool;
 use crate::net::deadline::Deadlines;
-use crate::net::idle::IdleQueue;
 use crate::net::notify::Notify;
+use crate::net::reclaim::Reclaim;
 use crate::net::slots::Slots;
+use crate::policy::auth;
+use crate::policy::failures::Failures;
 use crate::proxy::pool::Pool as ProxyPool;
 use crate::server::frames::Frames;
 use crate::server::router::Site;
@@ -31,14 +38,20 @@ pub struct Worker {
     /// Memory for the future serving one request, reused.
     pub frames: Frames,
     pub access_log: RefCell<AccessLog>,
-    /// This worker's share of the connection limit.
+    /// This worker's share of the connection limit, over every generation.
     pub connections: Slots,
-    /// Connections waiting for their next request, oldest first.
-    pub idle: IdleQueue,
+    /// The connections of this generation, counted in `connections` too.
+    pub generation_connections: Slots,
+    /// Which client holds each connection and which may be asked to
+    /// close at the limit, over every generation.
+    pub reclaim: Reclaim,
     /// Other workers accept on the same sockets.
     pub shares_listeners: bool,
-    /// This worker's share of the scripts that may run at once.
+    /// This worker's share of the scripts that may run at once, over
+    /// every generation.
     pub scripts: Slots,
+    /// Login failures per client, over every generation.
+    failures: Rc<RefCell<Failures>>,
     /// Connections to proxy backends, open and kept.
     pub proxy: ProxyPool,
     /// The connection to ubusd, when the ubus endpoint is on.
@@ -59,34 +72,60 @@ pub struct Worker {
     pub generation: u32,
 }
 
+/// The most connections one client holds of a worker's `connections`.
+fn client_share(connections: usize) -> usize {
+    (connections / CLIENT_SHARE_PART).max(CLIENT_SHARE_MIN)
+}
+
 impl Worker {
-    /// Worker `slot` of `workers`, each with its share of the limits.
+    /// Worker `slot` of `workers`, each with its share of the limits;
+    /// with the counts of generation `before`, if it replaces one.
     pub fn new(
         config: Rc<Config>,
         slot: usize,
         workers: usize,
         deadlines: &'static Deadlines,
+        before: Option<&Worker>,
     ) -> Worker {
+        let connections = config.max_connections.div_ceil(workers);
+        let scripts = config.cgi.max.div_ceil(workers);
+        let failures = match before {
+            Some(b) => b.failures.clone(),
+            None => Rc::new(RefCell::new(Failures::new(auth::fail_share(slot, workers)))),
+        };
         Worker {
-            site: Site::new(config.clone(), slot, workers, deadlines),
+            site: Site::new(config.clone(), failures.clone(), deadlines),
+            failures,
             clock: Clock::new(config.server_name.as_deref()),
             deadlines,
             pool: Rc::default(),
             frames: Frames::default(),
             access_log: RefCell::new(AccessLog::open(&config.access_log)),
-            connections: Slots::new(config.max_connections.div_ceil(workers)),
-            idle: IdleQueue::default(),
+            connections: match before {
+                Some(b) => b.connections.limited(connections),
+                None => Slots::new(connections),
+            },
+            generation_connections: Slots::new(usize::MAX),
+            reclaim: match before {
+                Some(b) => b.reclaim.limited(client_share(connections)),
+                None => Reclaim::new(client_share(connections)),
+            },
             shares_listeners: workers > 1,
-            scripts: Slots::new(config.cgi.max.div_ceil(workers)),
-            proxy: ProxyPool::new(&config.proxy),
+            scripts: match before {
+                Some(b) => b.scripts.limited(scripts),
+                None => Slots::new(scripts),
+            },
+            proxy: match before {
+                Some(b) => ProxyPool::after(&config.proxy, &b.proxy),
+                None => ProxyPool::new(&config.proxy),
+            },
             #[cfg(feature = "ubus")]
             ubus: config.ubus.prefix.as_ref().map(|_| {
-                Bus::new(
-                    config.ubus.socket.clone(),
-                    deadlines,
-                    UBUS_MAX_CALLS,
-                    UBUS_MAX_SUBSCRIBERS,
-                )
+                let path = config.ubus.socket.clone();
+                match before.and_then(|b| b.ubus.as_ref()) {
+                    Some(b) => Bus::after(path, b),
+                    None => Bus::new(path, deadlines, UBUS_MAX_CALLS, UBUS_MAX_SUBSCRIBERS),
+                }
             }),
             stopping: Cell::new(false),
             retiring: Cell::new(false),
@@ -122,10 +161,10 @@ impl Worker {
         self.stop.notify_all();
     }
 
-    /// Waits until every connection has ended.
+    /// Waits until every connection of this generation has ended.
     pub async fn all_connections_closed(&self) {
-        while self.connections.in_use() > 0 {
-            self.connections.freed().notified().await;
+        while self.generation_connections.in_use() > 0 {
+            self.generation_connections.freed().notified().await;
         }
     }
 

@@ -18,8 +18,9 @@ use nix::sys::signal::Signal;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::config::{Config, cli};
-use crate::limits::{ACCEPT_BACKOFF, ACCEPT_WARNING_EVERY, RECLAIM_AFTER};
+use crate::limits::{ACCEPT_BACKOFF, ACCEPT_WARNING_EVERY, FLOOD_CONNECTIONS, RECLAIM_AFTER};
 use crate::net::deadline::Deadlines;
+use crate::net::slots::Slots;
 use crate::server::conn;
 use crate::server::state::Worker;
 use crate::sys;
@@ -128,7 +129,7 @@ fn serve(
     let https_port = https_port(&config, &listeners);
     #[cfg(not(feature = "tls"))]
     let https_port = None;
-    let worker = match generation(config, place, deadlines, https_port, &shared, 1) {
+    let worker = match generation(config, place, deadlines, https_port, &shared, 1, None) {
         Ok(w) => w,
         Err(e) => {
             log::error!("{e}");
@@ -150,6 +151,8 @@ fn serve(
         })
         .detach();
     }
+    ex.spawn(give_back_after_floods(worker.connections.clone()))
+        .detach();
     async_io::block_on(ex.run(run_until_stopped(
         worker,
         ex.clone(),
@@ -160,7 +163,25 @@ fn serve(
     )))
 }
 
-/// The state of one worker, or of generation `number` of the one process.
+/// Once the connections have fallen to a quarter of a flood's peak, gives
+/// the allocator's free pages back to the system. `connections` is the
+/// process's count, whatever the generation.
+async fn give_back_after_floods(connections: Slots) {
+    let mut peak = 0;
+    loop {
+        connections.freed().notified().await;
+        let now = connections.in_use();
+        // Counted as each leaves: the one that just left was still there.
+        peak = peak.max(now + 1);
+        if peak >= FLOOD_CONNECTIONS && now <= peak / 4 {
+            sys::return_free_memory();
+            peak = now;
+        }
+    }
+}
+
+/// The state of one worker, or of generation `number` of the one process
+/// (with the counts of the generation `before` it).
 fn generation(
     config: Rc<Config>,
     place: Place,
@@ -168,8 +189,9 @@ fn generation(
     https_port: Option<u16>,
     shared: &Shared,
     number: u32,
+    before: Option<&Worker>,
 ) -> Result<Rc<Worker>, String> {
-    let mut worker = Worker::new(config, place.slot, place.workers, deadlines);
+    let mut worker = Worker::new(config, place.slot, place.workers, deadlines, before);
     worker.generation = number;
     #[cfg(feature = "tls")]
     {
@@ -238,6 +260,7 @@ async fn run_until_stopped(
             Ok(Ok(Signal::SIGHUP)) if role == Role::Alone => {
                 if let Some(next) = reload(&w, prepare, &shared) {
                     w.set_retiring();
+                    w.proxy.retire();
                     old.push(Rc::downgrade(&w));
                     w = next;
                     start(&w, &ex, &sockets, role);
@@ -293,6 +316,7 @@ fn reload(w: &Worker, prepare: Prepare, shared: &Shared) -> Option<Rc<Worker>> {
             https_port,
             shared,
             number,
+            Some(w),
         )
     });
     made.map_err(|e| log::error!("reload failed, keeping the running configuration: {e}"))
@@ -314,8 +338,9 @@ fn start(
     ex.spawn(async move {
         let w = held;
         let replaced = async {
-            while !(w.is_retiring() && w.connections.in_use() == 0) {
-                future::or(w.stop.notified(), w.connections.freed().notified()).await;
+            let mine = &w.generation_connections;
+            while !(w.is_retiring() && mine.in_use() == 0) {
+                future::or(w.stop.notified(), mine.freed().notified()).await;
             }
         };
         future::or(w.site.root.keep_current(), replaced).await;
@@ -352,7 +377,10 @@ async fn drain(generations: &[Rc<Worker>]) {
     {
         return;
     }
-    let busy: usize = generations.iter().map(|g| g.connections.in_use()).sum();
+    let busy: usize = generations
+        .iter()
+        .map(|g| g.generation_connections.in_use())
+        .sum();
     log::warn!("{busy} connection(s) still busy after the grace period; closing them");
 }
 
@@ -375,12 +403,15 @@ async fn accept_loop(
         .ok()
         .filter(|a| !a.ip().is_unspecified());
     loop {
-        let slot = loop {
+        let slots = loop {
             if w.is_winding_down() {
                 return;
             }
-            if let Some(slot) = w.connections.take() {
-                break slot;
+            // The generation's own count has no limit of its own.
+            if let (Some(slot), Some(mine)) =
+                (w.connections.take(), w.generation_connections.take())
+            {
+                break [slot, mine];
             }
             wait_for_room(&w, &listener).await;
         };
@@ -392,13 +423,18 @@ async fn accept_loop(
         match accepted {
             None => return,
             Some(Ok((stream, peer))) => {
+                let Ok(place) = w.reclaim.enter(w.config.links.client(peer.ip())) else {
+                    // Closed at once, its slots with it.
+                    log::debug!("{peer}: the client holds its share of the connections");
+                    continue;
+                };
                 sys::set_nodelay(stream.get_ref());
                 ex.spawn(conn::serve(
                     w.clone(),
                     stream,
                     peer,
                     local,
-                    slot,
+                    (slots, place),
                     #[cfg(feature = "tls")]
                     tls.cloned(),
                 ))
@@ -425,7 +461,8 @@ async fn accept(listener: &Async<TcpListener>) -> std::io::Result<(Async<TcpStre
 }
 
 /// At the connection limit: waits until a slot frees or, once a client is
-/// waiting to be accepted, asks the connection idle longest to close.
+/// waiting to be accepted, asks a connection to close (`net/reclaim.rs`
+/// says which).
 async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
     let arrived = future::or(async { listener.readable().await.is_ok() }, async {
         future::or(w.connections.freed().notified(), w.stop.notified()).await;
@@ -448,14 +485,14 @@ async fn wait_for_room(w: &Worker, listener: &Async<TcpListener>) {
     if !sys::is_readable(listener.get_ref()) {
         return;
     }
-    let evicted = w.idle.evict_oldest();
+    let asked = w.reclaim.ask_one();
     let freed = future::or(w.connections.freed().notified(), w.stop.notified());
-    if evicted {
+    if asked {
         // Left without closing (its request came first): ask the next.
-        future::or(freed, w.idle.left().notified()).await;
+        future::or(freed, w.reclaim.left().notified()).await;
     } else {
-        // None is idle yet: wait until one is, or a slot frees.
-        future::or(freed, w.idle.entered().notified()).await;
+        // None may be asked yet: wait until one may, or a slot frees.
+        future::or(freed, w.reclaim.entered().notified()).await;
     }
 }
 

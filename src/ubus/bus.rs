@@ -87,6 +87,19 @@ impl Bus {
         }
     }
 
+    /// The bus of a reload's new generation: a connection of its own to
+    /// `path`, and the calls and event streams of `before`, still under
+    /// way, counted against the same limits.
+    pub fn after(path: PathBuf, before: &Bus) -> Bus {
+        Bus {
+            path,
+            deadlines: before.deadlines,
+            link: RefCell::new(None),
+            subscribers: before.subscribers.clone(),
+            calls: before.calls.clone(),
+        }
+    }
+
     /// The open connection, or a new one once ubusd has said HELLO.
     async fn link(&self, until: Instant) -> Result<Rc<Link>, Failure> {
         if let Some(l) = self.live() {

@@ -1,0 +1,406 @@
+//! The connections of a worker, which client holds each and what each is
+//! doing, so that one client cannot hold them all: a client (an IPv4
+//! address, or an IPv6 /64) holds at most its share of them, and at the
+//! connection limit a new client makes room by asking one to close:
+//!
+//! 1. the connection waiting longest with no request under way (still in
+//!    its TLS handshake, waiting for a request or receiving its head), as
+//!    nginx does for idle ones: a client that sends nothing, or its head a
+//!    byte at a time, holds a slot only until newer clients need it;
+//! 2. else, one sending a static answer, of the client holding the most
+//!    connections (if it holds more than one): a client that asks for
+//!    answers it does not read holds its slots only until others need
+//!    them.
+//!
+//! A connection running a script, a proxied exchange or a ubus call is
+//! never asked: those pools are bounded, and each has its own share.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use crate::net::client::Client;
+use crate::net::notify::Notify;
+
+/// The table; a place in it holds the table, not a borrow of it, so it
+/// can live in a connection that holds its worker (as a slot does). A
+/// clone is the same table: every generation of a process puts its
+/// connections in one.
+#[derive(Clone)]
+pub struct Reclaim(Rc<Table>);
+
+struct Table {
+    next: Cell<u64>,
+    /// Every connection, in the order they came.
+    entries: RefCell<Vec<Entry>>,
+    /// Connections with no request under way, oldest first.
+    idle: RefCell<VecDeque<u64>>,
+    /// Clients with connections, those asked to close left out.
+    held: RefCell<Vec<Held>>,
+    /// The most connections one client holds.
+    share: Cell<usize>,
+    wake: Notify,
+    /// Woken when a connection becomes idle or starts sending an answer.
+    entered: Notify,
+    /// Woken when a connection asked to close leaves: it is closing, or
+    /// its request came first and it goes on (then another must be asked).
+    left: Notify,
+}
+
+/// A client's connections, and how many of them are sending an answer.
+struct Held {
+    client: Client,
+    /// Never 0 while the client is in the table.
+    all: usize,
+    sending: usize,
+}
+
+struct Entry {
+    id: u64,
+    client: Client,
+    doing: Doing,
+    asked: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Doing {
+    /// No request under way.
+    Idle,
+    /// Sending a static answer (and reading past its request's body).
+    Sending,
+    /// Anything else a request does.
+    Busy,
+}
+
+/// A connection's place in the table, from its accept to its close.
+pub struct Place(Watch);
+
+/// What a connection waits on to learn it was asked to close, apart from
+/// its place so that a wait can go beside a borrow of the connection.
+#[derive(Clone)]
+pub struct Watch {
+    table: Rc<Table>,
+    id: u64,
+}
+
+/// The client already holds its share.
+#[derive(Debug)]
+pub struct AtShare;
+
+impl Reclaim {
+    pub fn new(share: usize) -> Reclaim {
+        Reclaim(Rc::new(Table {
+            next: Cell::new(0),
+            entries: RefCell::default(),
+            idle: RefCell::default(),
+            held: RefCell::default(),
+            share: Cell::new(share.max(1)),
+            wake: Notify::default(),
+            entered: Notify::default(),
+            left: Notify::default(),
+        }))
+    }
+
+    /// The same table under a new share: clients holding more keep their
+    /// connections, and get no new one meanwhile.
+    pub fn limited(&self, share: usize) -> Reclaim {
+        self.0.share.set(share.max(1));
+        self.clone()
+    }
+
+    /// A place for a new connection of `client`, idle; none if the client
+    /// holds its share.
+    pub fn enter(&self, client: Client) -> Result<Place, AtShare> {
+        let t = &self.0;
+        if t.holding(client) >= t.share.get() {
+            return Err(AtShare);
+        }
+        let id = t.next.get();
+        t.next.set(id + 1);
+        let entry = Entry {
+            id,
+            client,
+            doing: Doing::Idle,
+            asked: false,
+        };
+        t.tally(&entry, true);
+        t.entries.borrow_mut().push(entry);
+        t.idle.borrow_mut().push_back(id);
+        t.entered.notify_all();
+        Ok(Place(Watch {
+            table: t.clone(),
+            id,
+        }))
+    }
+
+    /// Woken when a connection becomes one that may be asked to close.
+    pub fn entered(&self) -> &Notify {
+        &self.0.entered
+    }
+
+    /// Woken when a connection asked to close leaves.
+    pub fn left(&self) -> &Notify {
+        &self.0.left
+    }
+
+    /// Asks a connection to close, as the module says which; false if
+    /// none may be asked.
+    pub fn ask_one(&self) -> bool {
+        let t = &self.0;
+        let id = t
+            .idle
+            .borrow_mut()
+            .pop_front()
+            .or_else(|| t.busiest_sender());
+        let Some(id) = id else {
+            return false;
+        };
+        t.change(id, |e| e.asked = true);
+        t.wake.notify_all();
+        true
+    }
+}
+
+impl Table {
+    fn holding(&self, client: Client) -> usize {
+        let held = self.held.borrow();
+        held.iter()
+            .find(|h| h.client == client)
+            .map_or(0, |h| h.all)
+    }
+
+    /// Counts `e` for its client (`up`), or stops counting it; one asked
+    /// to close is not counted.
+    fn tally(&self, e: &Entry, up: bool) {
+        if e.asked {
+            return;
+        }
+        let sending = usize::from(e.doing == Doing::Sending);
+        let mut held = self.held.borrow_mut();
+        match held.iter().position(|h| h.client == e.client) {
+            Some(i) if up => {
+                held[i].all += 1;
+                held[i].sending += sending;
+            }
+            Some(i) => {
+                held[i].all -= 1;
+                held[i].sending -= sending;
+                if held[i].all == 0 {
+                    held.swap_remove(i);
+                }
+            }
+            None if up => held.push(Held {
+                client: e.client,
+                all: 1,
+                sending,
+            }),
+            None => {}
+        }
+    }
+
+    /// Changes entry `id`, keeping the counts true; what `f` returns.
+    fn change<R>(&self, id: u64, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+        self.with(id, |e| {
+            self.tally(e, false);
+            let r = f(e);
+            self.tally(e, true);
+            r
+        })
+    }
+
+    fn with<R>(&self, id: u64, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+        let mut entries = self.entries.borrow_mut();
+        let i = entries.binary_search_by_key(&id, |e| e.id).ok()?;
+        Some(f(&mut entries[i]))
+    }
+
+    /// The oldest connection sending an answer of the client that holds
+    /// the most connections, if it holds more than one.
+    fn busiest_sender(&self) -> Option<u64> {
+        let client = {
+            let held = self.held.borrow();
+            let most = held
+                .iter()
+                .filter(|h| h.sending > 0 && h.all > 1)
+                .max_by_key(|h| h.all)?;
+            most.client
+        };
+        let entries = self.entries.borrow();
+        entries
+            .iter()
+            .find(|e| e.client == client && e.doing == Doing::Sending && !e.asked)
+            .map(|e| e.id)
+    }
+}
+
+impl Place {
+    /// No request under way: the first to be asked to close.
+    pub fn idle(&self) {
+        let t = &self.0.table;
+        let was = self.0.doing(Doing::Idle);
+        if was != Some(Doing::Idle) {
+            t.idle.borrow_mut().push_back(self.0.id);
+            t.entered.notify_all();
+        }
+    }
+
+    /// A request under way; one asked to close while idle goes on.
+    pub fn busy(&self) {
+        let t = &self.0.table;
+        if self.0.doing(Doing::Busy) == Some(Doing::Idle) {
+            // From the back: a connection busy again was usually idle briefly.
+            let mut idle = t.idle.borrow_mut();
+            if let Some(i) = idle.iter().rposition(|&id| id == self.0.id) {
+                idle.remove(i);
+            }
+        }
+        let unasked = t.change(self.0.id, |e| std::mem::replace(&mut e.asked, false));
+        if unasked == Some(true) {
+            t.left.notify_all();
+        }
+    }
+
+    /// Sending a static answer: may be asked to close if the client holds
+    /// the most connections.
+    pub fn sending(&self) {
+        self.busy();
+        self.0.doing(Doing::Sending);
+        self.0.table.entered.notify_all();
+    }
+
+    pub fn watch(&self) -> Watch {
+        self.0.clone()
+    }
+
+    /// Resolves when this connection is asked to close.
+    pub async fn asked(&self) {
+        self.0.asked().await
+    }
+}
+
+impl Watch {
+    /// Sets what the connection does; what it did.
+    fn doing(&self, now: Doing) -> Option<Doing> {
+        self.table
+            .change(self.id, |e| std::mem::replace(&mut e.doing, now))
+    }
+
+    /// Resolves when the connection is asked to close.
+    pub async fn asked(&self) {
+        loop {
+            let woken = self.table.wake.notified();
+            if self.table.with(self.id, |e| e.asked) != Some(false) {
+                return;
+            }
+            woken.await;
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let t = &self.0.table;
+        let mut idle = t.idle.borrow_mut();
+        if let Some(i) = idle.iter().rposition(|&id| id == self.0.id) {
+            idle.remove(i);
+        }
+        drop(idle);
+        let gone = {
+            let mut entries = t.entries.borrow_mut();
+            let i = entries.binary_search_by_key(&self.0.id, |e| e.id).ok();
+            i.map(|i| entries.remove(i))
+        };
+        if let Some(e) = gone {
+            t.tally(&e, false);
+            if e.asked {
+                t.left.notify_all();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(s: &str) -> Client {
+        crate::net::client::OnLink::default().client(s.parse::<std::net::IpAddr>().unwrap())
+    }
+
+    fn asked(p: &Place) -> bool {
+        p.0.table.with(p.0.id, |e| e.asked).unwrap_or(false)
+    }
+
+    #[test]
+    fn the_oldest_idle_is_asked_first_and_leavers_are_forgotten() {
+        let q = Reclaim::new(8);
+        let a = q.enter(client("10.0.0.1")).unwrap();
+        let b = q.enter(client("10.0.0.2")).unwrap();
+        let c = q.enter(client("10.0.0.3")).unwrap();
+        drop(a);
+        assert!(q.ask_one());
+        assert!(asked(&b) && !asked(&c));
+        drop(b);
+        assert!(q.ask_one());
+        assert!(asked(&c));
+        drop(c);
+        assert!(!q.ask_one(), "nobody is left");
+    }
+
+    #[test]
+    fn a_client_holds_at_most_its_share() {
+        let q = Reclaim::new(2);
+        let a = client("10.0.0.1");
+        let held = [q.enter(a).unwrap(), q.enter(a).unwrap()];
+        assert!(q.enter(a).is_err());
+        assert!(q.enter(client("10.0.0.2")).is_ok());
+        drop(held);
+        assert!(q.enter(a).is_ok(), "given back");
+        let q = q.limited(1);
+        let one = q.enter(a).unwrap();
+        assert!(q.enter(a).is_err(), "the new share");
+        drop(one);
+    }
+
+    #[test]
+    fn with_none_idle_the_busiest_clients_sender_is_asked() {
+        let q = Reclaim::new(8);
+        let (a, b) = (client("10.0.0.1"), client("10.0.0.2"));
+        let own = q.enter(b).unwrap();
+        own.sending();
+        let many: Vec<Place> = (0..3).map(|_| q.enter(a).unwrap()).collect();
+        many.iter().for_each(|p| p.busy());
+        assert!(!q.ask_one(), "none is idle or sending");
+        many[1].sending();
+        many[2].sending();
+        assert!(q.ask_one());
+        assert!(asked(&many[1]) && !asked(&many[2]) && !asked(&own));
+        // The asked one no longer counts: 2 against 1.
+        assert!(q.ask_one());
+        assert!(asked(&many[2]) && !asked(&own));
+        assert!(!q.ask_one(), "one connection each: none is asked");
+        many[0].idle();
+        drop((own, many));
+        assert!(q.0.held.borrow().is_empty(), "every count given back");
+        assert!(q.0.entries.borrow().is_empty() && q.0.idle.borrow().is_empty());
+    }
+
+    #[test]
+    fn one_asked_while_idle_goes_on_if_its_request_came_first() {
+        use futures_lite::future::{block_on, poll_once};
+        let q = Reclaim::new(8);
+        let (a, b) = (
+            q.enter(client("10.0.0.1")).unwrap(),
+            q.enter(client("10.0.0.1")).unwrap(),
+        );
+        let mut left = Box::pin(q.left().notified());
+        assert!(block_on(poll_once(&mut left)).is_none());
+        assert!(q.ask_one());
+        assert!(block_on(poll_once(Box::pin(a.asked()))).is_some());
+        a.busy();
+        assert!(block_on(poll_once(&mut left)).is_some());
+        assert!(block_on(poll_once(Box::pin(a.asked()))).is_none());
+        drop(b);
+        assert!(q.enter(client("10.0.0.1")).is_ok());
+    }
+}
