@@ -181,8 +181,8 @@ stage_cross() {
 }
 
 # The flash budgets, builds stripped. aarch64: the default build at most
-# 600 KiB, the TLS one (ring's C and assembly built by Debian's aarch64 gcc)
-# at most 1,150 KiB. The build-std targets: at most 1.5 times the
+# 640 KiB, the TLS one (ring's C and assembly built by Debian's aarch64 gcc)
+# at most 1,200 KiB (ARCHITECTURE.md, "Size": what the fair shares cost). The build-std targets: at most 1.5 times the
 # aarch64 budgets that stood before the defences against hostile clients
 # (900 KiB and 1,650 KiB), and compressed with `xz -9` (as a router's
 # squashfs holds them) at most 40% of that (360 KiB, 660 KiB)
@@ -202,10 +202,10 @@ budget() { # NAME FILE BUDGET [XZ_BUDGET]
 stage_size() {
 	local bin=${CARGO_TARGET_DIR:-target}/aarch64-unknown-linux-musl/release/marmoset t b rc=0
 	cargo build --release --locked --target aarch64-unknown-linux-musl || return 1
-	budget aarch64-unknown-linux-musl "$bin" 614400 || rc=1
+	budget aarch64-unknown-linux-musl "$bin" 655360 || rc=1
 	CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc \
 		cargo build --release --locked --features tls --target aarch64-unknown-linux-musl || return 1
-	budget "aarch64-unknown-linux-musl --features tls" "$bin" 1177600 || rc=1
+	budget "aarch64-unknown-linux-musl --features tls" "$bin" 1228800 || rc=1
 	for t in "${build_std_targets[@]}"; do
 		b=$(board/build-std.sh "$t" --if-changed) && budget "$t" "$b" 921600 368640 || rc=1
 		b=$(board/build-std.sh "$t" --features tls --if-changed) &&
