@@ -1255,30 +1255,6 @@ fn a_thousand_half_open_handshakes_do_not_stop_a_normal_client() {
     drop(held);
 }
 
-/// A TCP connection to 127.0.0.1:`port` from `source`, another loopback
-/// address: another client, as the server counts them.
-fn connect_from(source: &str, port: u16) -> TcpStream {
-    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
-    use std::net::{Ipv4Addr, SocketAddrV4};
-    use std::os::fd::AsRawFd;
-    let fd = socket(
-        AddressFamily::Inet,
-        SockType::Stream,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
-    let from: Ipv4Addr = source.parse().unwrap();
-    bind(
-        fd.as_raw_fd(),
-        &SockaddrIn::from(SocketAddrV4::new(from, 0)),
-    )
-    .unwrap();
-    let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
-    connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
-    TcpStream::from(fd)
-}
-
 /// Whether the kernel takes the records (kTLS) is found once at start,
 /// before privileges are dropped and workers forked, and said in one line:
 /// not per worker, not per connection. Where the kernel has no TLS layer

@@ -473,27 +473,7 @@ impl Server {
     /// (all of 127.0.0.0/8 is this host's): another client, as the server
     /// sees it.
     pub fn connect_from(&self, source: &str) -> TcpStream {
-        use nix::sys::socket::{
-            AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket,
-        };
-        use std::net::{Ipv4Addr, SocketAddrV4};
-        use std::os::fd::AsRawFd;
-        let fd = socket(
-            AddressFamily::Inet,
-            SockType::Stream,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )
-        .unwrap();
-        let from: Ipv4Addr = source.parse().unwrap();
-        bind(
-            fd.as_raw_fd(),
-            &SockaddrIn::from(SocketAddrV4::new(from, 0)),
-        )
-        .unwrap();
-        let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.port);
-        connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
-        let c = TcpStream::from(fd);
+        let c = connect_from(source, self.port);
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         c
     }
@@ -796,4 +776,29 @@ pub fn fd_count(pid: i32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| d.count())
         .unwrap_or(0)
+}
+
+/// A TCP connection to 127.0.0.1:`port` from `source`, another loopback
+/// address: another client, as the server counts them.
+#[allow(dead_code)]
+pub fn connect_from(source: &str, port: u16) -> TcpStream {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    let from: Ipv4Addr = source.parse().unwrap();
+    bind(
+        fd.as_raw_fd(),
+        &SockaddrIn::from(SocketAddrV4::new(from, 0)),
+    )
+    .unwrap();
+    let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+    connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
+    TcpStream::from(fd)
 }
