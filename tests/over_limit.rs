@@ -147,6 +147,15 @@ fn a_flood_above_the_limit_from_many_addresses_leaves_the_owner_room() {
 /// reload's new configuration counts the connections the one it replaced
 /// still holds.
 #[test]
+fn a_host_with_an_address_for_each_stalled_connection_leaves_the_owner_room() {
+    let s = server(&[]);
+    let held = flood(&s, &addresses(1, 40), 1);
+    assert_owner_served_within_the_limit(&s, "40 addresses, one each", held.len());
+    drop(held);
+    s.assert_healthy();
+}
+
+#[test]
 fn a_flood_above_the_limit_beside_reloads_stays_within_it() {
     let s = server(&[]);
     let reloads = || s.log_text().matches("reloading configuration").count();

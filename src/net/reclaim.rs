@@ -10,7 +10,10 @@
 //! 2. else, one sending a static answer, of the client holding the most
 //!    connections (if it holds more than one): a client that asks for
 //!    answers it does not read holds its slots only until others need
-//!    them.
+//!    them;
+//! 3. else (every client holds one: a host using many addresses), the one
+//!    that has been sending its answer longest: a reader that reads is
+//!    done sooner than one that stalls.
 //!
 //! A connection running a script, a proxied exchange or a ubus call is
 //! never asked: those pools are bounded, and each has its own share.
@@ -31,6 +34,8 @@ pub struct Reclaim(Rc<Table>);
 
 struct Table {
     next: Cell<u64>,
+    /// Counts the answers started, to order the connections sending them.
+    started: Cell<u64>,
     /// Every connection, in the order they came.
     entries: RefCell<Vec<Entry>>,
     /// Connections with no request under way, oldest first.
@@ -59,6 +64,8 @@ struct Entry {
     id: u64,
     client: Client,
     doing: Doing,
+    /// When (in `Table::started`'s count) it began sending its answer.
+    since: u64,
     asked: bool,
 }
 
@@ -91,6 +98,7 @@ impl Reclaim {
     pub fn new(share: usize) -> Reclaim {
         Reclaim(Rc::new(Table {
             next: Cell::new(0),
+            started: Cell::new(0),
             entries: RefCell::default(),
             idle: RefCell::default(),
             held: RefCell::default(),
@@ -121,6 +129,7 @@ impl Reclaim {
             id,
             client,
             doing: Doing::Idle,
+            since: 0,
             asked: false,
         };
         t.tally(&entry, true);
@@ -151,7 +160,8 @@ impl Reclaim {
             .idle
             .borrow_mut()
             .pop_front()
-            .or_else(|| t.busiest_sender());
+            .or_else(|| t.busiest_sender())
+            .or_else(|| t.longest_sender());
         let Some(id) = id else {
             return false;
         };
@@ -233,6 +243,18 @@ impl Table {
     }
 }
 
+impl Table {
+    /// The connection sending its answer longest, whoever holds it.
+    fn longest_sender(&self) -> Option<u64> {
+        let entries = self.entries.borrow();
+        entries
+            .iter()
+            .filter(|e| e.doing == Doing::Sending && !e.asked)
+            .min_by_key(|e| e.since)
+            .map(|e| e.id)
+    }
+}
+
 impl Place {
     /// No request under way: the first to be asked to close.
     pub fn idle(&self) {
@@ -264,8 +286,14 @@ impl Place {
     /// the most connections.
     pub fn sending(&self) {
         self.busy();
-        self.0.doing(Doing::Sending);
-        self.0.table.entered.notify_all();
+        let t = &self.0.table;
+        let since = t.started.get() + 1;
+        t.started.set(since);
+        t.change(self.0.id, |e| {
+            e.doing = Doing::Sending;
+            e.since = since;
+        });
+        t.entered.notify_all();
     }
 
     pub fn watch(&self) -> Watch {
@@ -367,10 +395,11 @@ mod tests {
         let q = Reclaim::new(8);
         let (a, b) = (client("10.0.0.1"), client("10.0.0.2"));
         let own = q.enter(b).unwrap();
-        own.sending();
+        own.busy();
         let many: Vec<Place> = (0..3).map(|_| q.enter(a).unwrap()).collect();
         many.iter().for_each(|p| p.busy());
         assert!(!q.ask_one(), "none is idle or sending");
+        own.sending();
         many[1].sending();
         many[2].sending();
         assert!(q.ask_one());
@@ -378,7 +407,10 @@ mod tests {
         // The asked one no longer counts: 2 against 1.
         assert!(q.ask_one());
         assert!(asked(&many[2]) && !asked(&own));
-        assert!(!q.ask_one(), "one connection each: none is asked");
+        // One connection each: the one sending longest.
+        assert!(q.ask_one());
+        assert!(asked(&own));
+        assert!(!q.ask_one(), "none left sending");
         many[0].idle();
         drop((own, many));
         assert!(q.0.held.borrow().is_empty(), "every count given back");
