@@ -10,5 +10,4 @@ pub(crate) mod outgoing;
 pub(crate) mod pool;
 pub(crate) mod relay;
 pub(crate) mod settings;
-pub(crate) mod share;
 pub(crate) mod tunnel;

@@ -1,6 +1,6 @@
-//! Each client address's share of a worker's backend connections, so
-//! that one address holding all it can leaves room for the others. An
-//! IPv6 client counts per /64 (one host's or one site's addresses).
+//! Each client's share of a counted resource (backend connections,
+//! running scripts, ubus calls), so that one client holding all it can
+//! leaves room for the others. Who a client is: `net/client.rs`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -15,7 +15,7 @@ struct Held {
     per_client: usize,
 }
 
-/// One connection counted for a client; dropping it gives it back. It
+/// One place counted for a client; dropping it gives it back. It
 /// holds the count, not a borrow of it, as a slot does (`net/slots.rs`).
 pub struct Share {
     held: Rc<Held>,
