@@ -102,6 +102,11 @@ pub const MAX_TRAILERS: usize = HEAD_BUF;
 /// Browsers send uploads with `Content-Length`.
 pub const MAX_CGI_CHUNKED_BODY: u64 = 1 << 20;
 
+/// A script request from a client that runs its share of the scripts
+/// (half of `cgi-max`) waits this long for one of its own to end, then
+/// 503: a browser's parallel requests to LuCI take turns instead of
+/// failing, and a client flooding requests holds only its share.
+pub const CGI_SHARE_WAIT: Duration = Duration::from_secs(10);
 /// Local redirects (`Location: /path` from a script) followed for one
 /// request; a loop of scripts redirecting to each other ends in a 500.
 pub const MAX_LOCAL_REDIRECTS: u32 = 5;

@@ -5,6 +5,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use crate::cgi::running::Scripts;
 use crate::config::Config;
 use crate::http::clock::Clock;
 #[cfg(feature = "ubus")]
@@ -37,8 +38,9 @@ pub struct Worker {
     pub idle: IdleQueue,
     /// Other workers accept on the same sockets.
     pub shares_listeners: bool,
-    /// This worker's share of the scripts that may run at once.
-    pub scripts: Slots,
+    /// This worker's share of the scripts that may run at once, and each
+    /// client's share of those.
+    pub scripts: Scripts,
     /// Connections to proxy backends, open and kept.
     pub proxy: ProxyPool,
     /// The connection to ubusd, when the ubus endpoint is on.
@@ -77,7 +79,7 @@ impl Worker {
             connections: Slots::new(config.max_connections.div_ceil(workers)),
             idle: IdleQueue::default(),
             shares_listeners: workers > 1,
-            scripts: Slots::new(config.cgi.max.div_ceil(workers)),
+            scripts: Scripts::new(config.cgi.max.div_ceil(workers)),
             proxy: ProxyPool::new(&config.proxy),
             #[cfg(feature = "ubus")]
             ubus: config.ubus.prefix.as_ref().map(|_| {

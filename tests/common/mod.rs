@@ -472,29 +472,18 @@ impl Server {
     /// (all of 127.0.0.0/8 is this host's): another client, as the server
     /// sees it.
     pub fn connect_from(&self, source: &str) -> TcpStream {
-        use nix::sys::socket::{
-            AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket,
-        };
-        use std::net::{Ipv4Addr, SocketAddrV4};
-        use std::os::fd::AsRawFd;
-        let fd = socket(
-            AddressFamily::Inet,
-            SockType::Stream,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )
-        .unwrap();
-        let from: Ipv4Addr = source.parse().unwrap();
-        bind(
-            fd.as_raw_fd(),
-            &SockaddrIn::from(SocketAddrV4::new(from, 0)),
-        )
-        .unwrap();
-        let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.port);
-        connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
-        let c = TcpStream::from(fd);
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        c
+        connect_from_to(source, self.port)
+    }
+
+    /// A connection over the server's transport from `source`, another
+    /// loopback address: another client, as the server sees it.
+    pub fn open_from(&self, source: &str) -> Conn {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            let tcp = connect_from_to(source, tls.port);
+            return Conn::Tls(Box::new(tls::over(tcp, tls.client.clone())));
+        }
+        Conn::Plain(self.connect_from(source))
     }
 
     /// A connection over the server's transport (its handshake done on
@@ -671,6 +660,32 @@ fn read_chunked(c: &mut impl Read) -> Option<Vec<u8>> {
             return None;
         }
     }
+}
+
+/// A plain TCP connection to 127.0.0.1:`port` from `source`, another
+/// loopback address (all of 127.0.0.0/8 is this host's).
+pub fn connect_from_to(source: &str, port: u16) -> TcpStream {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    let from: Ipv4Addr = source.parse().unwrap();
+    bind(
+        fd.as_raw_fd(),
+        &SockaddrIn::from(SocketAddrV4::new(from, 0)),
+    )
+    .unwrap();
+    let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+    connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
+    let c = TcpStream::from(fd);
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c
 }
 
 /// A port nothing listens on now (bound, read, released).
