@@ -525,7 +525,16 @@ fn post_in_thread(
     body: String,
     tx: &mpsc::Sender<(&'static str, String)>,
 ) {
-    let mut c = s.open();
+    answer_in_thread(s.open(), tag, body, tx);
+}
+
+/// `post_in_thread` on connection `c`.
+fn answer_in_thread(
+    mut c: Conn,
+    tag: &'static str,
+    body: String,
+    tx: &mpsc::Sender<(&'static str, String)>,
+) {
     let tx = tx.clone();
     std::thread::spawn(move || {
         send_post(&mut c, "/ubus", body.as_bytes(), &[]);
@@ -959,6 +968,9 @@ fn calls_at_once_on_one_worker_each_get_their_own_answer() {
     let bus = UbusStandin::start(&dir);
     let s = ubus_server(Transport::Plain, &dir, &bus, "workers 1\n");
     let (tx, rx) = mpsc::channel();
+    // Each from an address of its own: one client holds a share of the
+    // calls in flight.
+    let from = |i: u32| s.open_from(&format!("127.0.1.{}", i + 1));
     // Slow ones answered in the reverse of their order, echoes between.
     let slow = ["0.6", "0.4", "0.2"];
     for (i, secs) in slow.iter().enumerate() {
@@ -969,11 +981,11 @@ fn calls_at_once_on_one_worker_each_get_their_own_answer() {
             "slow",
             &format!(r#"{{"seconds":{secs}}}"#),
         );
-        post_in_thread(&s, "slow", body, &tx);
+        answer_in_thread(from(100 + i as u32), "slow", body, &tx);
     }
     for n in 0..16u32 {
-        post_in_thread(
-            &s,
+        answer_in_thread(
+            from(n),
             "echo",
             call_body(n, ADMIN, "test", "echo", &format!(r#"{{"n":{n}}}"#)),
             &tx,
@@ -1042,4 +1054,101 @@ fn an_event_stream_does_not_outlive_its_ubusd_silently() {
         bus.log()
     );
     s.assert_healthy();
+}
+
+/// One hostile client per address, from the attacks on the endpoint:
+/// wrong-password `session.login` calls (rpcd takes 3 s to refuse each
+/// here) and slow calls of a session it holds, each on many connections,
+/// over and over. The owner, at another address, logs in over ubus and
+/// makes calls with that session and with another live one, each answered
+/// within 2 s.
+#[test]
+fn a_login_flood_and_slow_calls_leave_the_owner_room() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-shares");
+        let bus = UbusStandin::start_slow_logins(&dir, 3.0);
+        let s = ubus_server(t, &dir, &bus, "");
+        let stop = AtomicBool::new(false);
+        let guesses = call_body(
+            1,
+            ANONYMOUS,
+            "session",
+            "login",
+            r#"{"username":"root","password":"guess"}"#,
+        );
+        let slow = call_body(1, ADMIN, "test", "slow", r#"{"seconds":5}"#);
+        let refused = [Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0))];
+        /// Ends the floods however the scope ends, so it can join them.
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        std::thread::scope(|scope| {
+            let _stop = Stop(&stop);
+            let floods = [("127.0.0.2", &guesses, 70), ("127.0.0.4", &slow, 40)];
+            for ((from, body, n), refused) in floods.into_iter().zip(&refused) {
+                for _ in 0..n {
+                    let (s, stop) = (&s, &stop);
+                    let refused = refused.clone();
+                    scope.spawn(move || {
+                        let mut c = s.open_from(from);
+                        while !stop.load(Ordering::Relaxed) {
+                            send_post(&mut c, "/ubus", body.as_bytes(), &[]);
+                            match read_response(&mut c, false) {
+                                Some(r) if r.status == 503 => {
+                                    refused.fetch_add(1, Ordering::Relaxed);
+                                    // A flood, not a busy loop on a shared machine.
+                                    std::thread::sleep(Duration::from_millis(50));
+                                }
+                                Some(_) => {}
+                                None => c = s.open_from(from),
+                            }
+                        }
+                    });
+                }
+            }
+            let flooding = wait_until(WAIT, || {
+                refused.iter().all(|n| n.load(Ordering::Relaxed) > 0)
+            });
+            assert!(flooding, "{t:?}: the floods were never refused");
+            let mut c = s.open_from("127.0.0.3");
+            let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(2)));
+            let mut ask = |body: &str| {
+                send_post(&mut c, "/ubus", body.as_bytes(), &[]);
+                let r = read_response(&mut c, false).expect("an answer within 2 s");
+                assert_eq!(r.status, 200, "{t:?}: {}\n{}", r.text(), s.log_text());
+                Json::parse(&r.text()).unwrap()
+            };
+            let login = ask(&call_body(
+                1,
+                ANONYMOUS,
+                "session",
+                "login",
+                r#"{"username":"root","password":"secret"}"#,
+            ));
+            assert_eq!(login.get("result").at(0).i64(), Some(0), "{login:?}");
+            let sid = login
+                .get("result")
+                .at(1)
+                .get("ubus_rpc_session")
+                .str()
+                .expect("a session")
+                .to_string();
+            for _ in 0..3 {
+                let board = ask(&call_body(2, &sid, "system", "board", "{}"));
+                assert_eq!(
+                    board.get("result").at(1).get("board_name").str(),
+                    Some("marmoset,standin"),
+                    "{board:?}"
+                );
+                let echo = ask(&call_body(3, READER, "test", "echo", r#"{"a":1}"#));
+                assert_eq!(echo.get("result").at(0).i64(), Some(0), "{echo:?}");
+            }
+        });
+        s.assert_healthy();
+    }
 }

@@ -9,7 +9,7 @@ use crate::cgi::running::Scripts;
 use crate::config::Config;
 use crate::http::clock::Clock;
 #[cfg(feature = "ubus")]
-use crate::limits::{UBUS_MAX_CALLS, UBUS_MAX_SUBSCRIBERS};
+use crate::limits::UBUS_MAX_SUBSCRIBERS;
 use crate::logs::access_log::AccessLog;
 use crate::net::buffers::Pool;
 use crate::net::deadline::Deadlines;
@@ -82,14 +82,11 @@ impl Worker {
             scripts: Scripts::new(config.cgi.max.div_ceil(workers)),
             proxy: ProxyPool::new(&config.proxy),
             #[cfg(feature = "ubus")]
-            ubus: config.ubus.prefix.as_ref().map(|_| {
-                Bus::new(
-                    config.ubus.socket.clone(),
-                    deadlines,
-                    UBUS_MAX_CALLS,
-                    UBUS_MAX_SUBSCRIBERS,
-                )
-            }),
+            ubus: config
+                .ubus
+                .prefix
+                .as_ref()
+                .map(|_| Bus::new(config.ubus.socket.clone(), deadlines, UBUS_MAX_SUBSCRIBERS)),
             stopping: Cell::new(false),
             retiring: Cell::new(false),
             stop: Notify::default(),

@@ -26,7 +26,9 @@ use crate::net::deadline::{Deadlines, within};
 use crate::net::notify::Notify;
 use crate::net::slots::{Slot, Slots};
 use crate::ubus::blob::{self, Builder, Message};
+use crate::ubus::calls::Calls;
 use crate::ubus::json;
+use crate::ubus::sessions::Sessions;
 
 /// Why a bus exchange gave no answer.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -67,23 +69,21 @@ pub struct Bus {
     deadlines: &'static Deadlines,
     link: RefCell<Option<Rc<Link>>>,
     subscribers: Slots,
-    /// Endpoint requests under way (503 beyond).
-    pub calls: Slots,
+    /// Endpoint requests under way, each client's share (503 beyond).
+    pub calls: Calls,
+    /// The sessions rpcd accepted lately.
+    pub sessions: Sessions,
 }
 
 impl Bus {
-    pub fn new(
-        path: PathBuf,
-        deadlines: &'static Deadlines,
-        calls: usize,
-        subscribers: usize,
-    ) -> Bus {
+    pub fn new(path: PathBuf, deadlines: &'static Deadlines, subscribers: usize) -> Bus {
         Bus {
             path,
             deadlines,
             link: RefCell::new(None),
             subscribers: Slots::new(subscribers),
-            calls: Slots::new(calls),
+            calls: Calls::default(),
+            sessions: Sessions::default(),
         }
     }
 

@@ -13,9 +13,13 @@ pub mod blob;
 #[cfg(feature = "ubus")]
 pub mod bus;
 #[cfg(feature = "ubus")]
+pub mod calls;
+#[cfg(feature = "ubus")]
 pub mod exchange;
 #[cfg(feature = "ubus")]
 pub mod json;
 #[cfg(feature = "ubus")]
 pub mod rpc;
+#[cfg(feature = "ubus")]
+pub mod sessions;
 pub mod settings;
