@@ -10,6 +10,7 @@
 
 mod common;
 
+use std::io::Write;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -1151,4 +1152,98 @@ fn a_login_flood_and_slow_calls_leave_the_owner_room() {
         });
         s.assert_healthy();
     }
+}
+
+/// LuCI's pages are scripts, its session rpcd's: a script request whose
+/// login cookie names a session the endpoint knows finds the script slot
+/// kept for it, however many addresses hold the others. Uploads from
+/// three hostile addresses under the uhttpd mapping's `cgi-max 3`; the
+/// owner, logged in over ubus, gets his page within 2 s.
+#[test]
+fn a_luci_session_finds_a_script_slot_whatever_holds_the_others() {
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-cgi");
+        let bus = UbusStandin::start(&dir);
+        let conf = ubus_config(
+            &dir,
+            &bus,
+            "cgi-max 3\nheader-timeout 30\ncgi-max-body 1073741824\n",
+        );
+        let root = TempDir::new("ubus-cgi-root");
+        root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+        script(
+            &root,
+            "count",
+            "n=$(wc -c | tr -d ' '); printf 'Content-Type: text/plain\\n\\n%s\\n' \"$n\"\n",
+        );
+        script(
+            &root,
+            "page",
+            "printf 'Content-Type: text/html\\n\\nstatus page'\n",
+        );
+        let s = Server::start_with_config_over(t, &conf, root, &[]);
+        let owner = "127.0.0.3";
+        let mut c = s.open_from(owner);
+        let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(2)));
+        let login = call_body(
+            1,
+            ANONYMOUS,
+            "session",
+            "login",
+            r#"{"username":"root","password":"secret"}"#,
+        );
+        send_post(&mut c, "/ubus", login.as_bytes(), &[]);
+        let login = json_of(&read_response(&mut c, false).expect("an answer"), &s);
+        let sid = login
+            .get("result")
+            .at(1)
+            .get("ubus_rpc_session")
+            .str()
+            .expect("a session")
+            .to_string();
+        let count = format!("{}/cgi-bin/count", s.root.path().display());
+        let (tx, rx) = mpsc::channel();
+        for from in ["127.0.0.2", "127.0.0.5", "127.0.0.6"] {
+            let mut h = s.open_from(from);
+            h.write_all(
+                b"POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000\r\n\r\n",
+            )
+            .unwrap();
+            h.write_all(&[b'x'; 9000]).unwrap();
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let _ = h.tcp().set_read_timeout(Some(Duration::from_secs(40)));
+                let _ = tx.send(read_response(&mut h, false).map(|r| r.status));
+                let _ = read_to_close(&mut h);
+            });
+        }
+        let mut refused = Vec::new();
+        let held = wait_until(WAIT, || {
+            refused.extend(rx.try_iter());
+            running(&count) >= 3 || (running(&count) == 2 && refused == [Some(503)])
+        });
+        assert!(held, "{t:?}: {refused:?}\n{}", s.log_text());
+        for _ in 0..3 {
+            let page = format!(
+                "GET /cgi-bin/page HTTP/1.1\r\nHost: t\r\nCookie: sysauth_http={sid}\r\n\r\n"
+            );
+            c.write_all(page.as_bytes()).unwrap();
+            let r = read_response(&mut c, false).map(|r| (r.status, r.text()));
+            assert_eq!(
+                r,
+                Some((200, "status page".into())),
+                "{t:?}: {}",
+                s.log_text()
+            );
+        }
+    }
+}
+
+/// Processes whose command line holds `needle`.
+fn running(needle: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .filter(|cmd| String::from_utf8_lossy(cmd).contains(needle))
+        .count()
 }

@@ -3,6 +3,9 @@
 //! client runs at most half of the slots (at least one), so one client,
 //! however many requests it sends, always leaves room for others; a
 //! chunked body holds a place of its own while it comes, not a slot.
+//! With the ubus endpoint on, one slot is kept for requests carrying a
+//! LuCI session the endpoint knows (`ubus/sessions.rs`): however many
+//! addresses a flood comes from, the owner's pages find it.
 
 use std::time::Instant;
 
@@ -13,6 +16,9 @@ use crate::net::slots::{Slot, Slots};
 
 pub struct Scripts {
     slots: Slots,
+    /// What requests without a known session may hold: all the slots
+    /// but the kept one.
+    anonymous: Slots,
     shares: Shares,
     bodies: Slots,
     body_shares: Shares,
@@ -23,6 +29,7 @@ pub struct Scripts {
 /// first, so a waiter woken by the slot finds it free too.
 pub struct Running {
     _share: Share,
+    _anonymous: Option<Slot>,
     _slot: Slot,
 }
 
@@ -42,11 +49,14 @@ pub enum Refused {
 }
 
 impl Scripts {
-    /// `max` slots (and as many body places), half of them for one client.
-    pub fn new(max: usize) -> Scripts {
+    /// `max` slots (and as many body places), half of them for one
+    /// client; `keep`: one of them for requests with a known session.
+    pub fn new(max: usize, keep: bool) -> Scripts {
         let per_client = (max / 2).max(1);
+        let kept = usize::from(keep && max > 1);
         Scripts {
             slots: Slots::new(max),
+            anonymous: Slots::new(max - kept),
             shares: Shares::new(per_client),
             bodies: Slots::new(max),
             body_shares: Shares::new(per_client),
@@ -59,21 +69,33 @@ impl Scripts {
         self.per_client
     }
 
-    pub fn take(&self, client: Client) -> Result<Running, Refused> {
-        take(&self.slots, &self.shares, client).map(|(_share, _slot)| Running { _share, _slot })
+    /// A slot for `client`; `session`: the request carries a session the
+    /// ubus endpoint knows.
+    pub fn take(&self, client: Client, session: bool) -> Result<Running, Refused> {
+        let share = self.shares.take(client).ok_or(Refused::Share)?;
+        let anonymous = match session {
+            true => None,
+            false => Some(self.anonymous.take().ok_or(Refused::Full)?),
+        };
+        Ok(Running {
+            _share: share,
+            _anonymous: anonymous,
+            _slot: self.slots.take().ok_or(Refused::Full)?,
+        })
     }
 
-    /// A slot for `client`; when it holds its share, waits until `until`
-    /// for one of its own scripts to end. A full worker refuses at once.
+    /// `take`; when the client holds its share, waits until `until` for
+    /// one of its own scripts to end. A full worker refuses at once.
     pub async fn take_waiting(
         &self,
         client: Client,
+        session: bool,
         deadlines: &Deadlines,
         until: Instant,
     ) -> Result<Running, Refused> {
         loop {
             let freed = self.slots.freed().notified();
-            match self.take(client) {
+            match self.take(client, session) {
                 Err(Refused::Share) => {
                     if within(deadlines, until, freed).await.is_none() {
                         return Err(Refused::Share);
@@ -88,6 +110,26 @@ impl Scripts {
         take(&self.bodies, &self.body_shares, client)
             .map(|(_share, _slot)| BodyPlace { _share, _slot })
     }
+}
+
+/// The session ids in LuCI's login cookies (`sysauth`, `sysauth_http`,
+/// `sysauth_https`): its session is rpcd's, the one its pages call ubus
+/// with.
+#[cfg(feature = "ubus")]
+pub fn luci_sessions<'a>(
+    headers: &'a [httparse::Header<'a>],
+) -> impl Iterator<Item = &'a [u8]> + 'a {
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("cookie"))
+        .flat_map(|h| h.value.split(|&b| b == b';'))
+        .filter_map(|pair| {
+            let pair = pair.trim_ascii();
+            let eq = pair.iter().position(|&b| b == b'=')?;
+            let name = &pair[..eq];
+            matches!(name, b"sysauth" | b"sysauth_http" | b"sysauth_https")
+                .then(|| pair[eq + 1..].trim_ascii())
+        })
 }
 
 fn take(slots: &Slots, shares: &Shares, client: Client) -> Result<(Share, Slot), Refused> {
@@ -106,31 +148,76 @@ mod tests {
 
     #[test]
     fn one_client_holds_at_most_half_and_others_find_the_rest() {
-        let scripts = Scripts::new(3);
+        let scripts = Scripts::new(3, false);
         let (a, b, c) = (
             client("192.0.2.1"),
             client("192.0.2.2"),
             client("192.0.2.3"),
         );
-        let held = scripts.take(a).ok();
+        let held = scripts.take(a, false).ok();
         assert!(held.is_some());
-        assert_eq!(scripts.take(a).err(), Some(Refused::Share));
-        let others = [scripts.take(b).ok(), scripts.take(c).ok()];
+        assert_eq!(scripts.take(a, false).err(), Some(Refused::Share));
+        let others = [scripts.take(b, false).ok(), scripts.take(c, false).ok()];
         assert!(others.iter().all(Option::is_some));
-        assert_eq!(scripts.take(client("192.0.2.4")).err(), Some(Refused::Full));
+        assert_eq!(
+            scripts.take(client("192.0.2.4"), false).err(),
+            Some(Refused::Full)
+        );
         drop(held);
-        assert!(scripts.take(a).is_ok(), "given back");
-        assert_eq!(Scripts::new(1).per_client(), 1);
-        assert_eq!(Scripts::new(8).per_client(), 4);
+        assert!(scripts.take(a, false).is_ok(), "given back");
+        assert_eq!(Scripts::new(1, false).per_client(), 1);
+        assert_eq!(Scripts::new(8, false).per_client(), 4);
     }
 
     #[test]
     fn bodies_have_places_of_their_own() {
-        let scripts = Scripts::new(2);
+        let scripts = Scripts::new(2, false);
         let a = client("192.0.2.1");
         let body = scripts.body(a).ok();
         assert!(body.is_some());
         assert_eq!(scripts.body(a).err(), Some(Refused::Share));
-        assert!(scripts.take(a).is_ok(), "a body place holds no slot");
+        assert!(scripts.take(a, false).is_ok(), "a body place holds no slot");
+    }
+
+    #[test]
+    fn a_slot_is_kept_for_a_known_session() {
+        let scripts = Scripts::new(3, true);
+        let held = [
+            scripts.take(client("192.0.2.1"), false).ok(),
+            scripts.take(client("192.0.2.2"), false).ok(),
+        ];
+        assert!(held.iter().all(Option::is_some));
+        assert_eq!(
+            scripts.take(client("192.0.2.3"), false).err(),
+            Some(Refused::Full)
+        );
+        assert!(scripts.take(client("192.0.2.3"), true).is_ok());
+        // One slot: nothing to keep.
+        assert!(
+            Scripts::new(1, true)
+                .take(client("192.0.2.1"), false)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    #[cfg(feature = "ubus")]
+    fn luci_cookies_name_their_sessions() {
+        let headers = [
+            httparse::Header {
+                name: "Cookie",
+                value: b"a=1; sysauth_https=0123abcd ;x=sysauth",
+            },
+            httparse::Header {
+                name: "cookie",
+                value: b"sysauth=feed",
+            },
+            httparse::Header {
+                name: "X-Cookie",
+                value: b"sysauth=nope",
+            },
+        ];
+        let found: Vec<&[u8]> = luci_sessions(&headers).collect();
+        assert_eq!(found, [&b"0123abcd"[..], b"feed"]);
     }
 }

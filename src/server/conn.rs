@@ -14,6 +14,8 @@ use futures_lite::future;
 
 use crate::cgi::exchange::{self, Answer, Exchange};
 use crate::cgi::running::Refused;
+#[cfg(feature = "ubus")]
+use crate::cgi::running::luci_sessions;
 use crate::cgi::script::Job;
 use crate::http::chunked;
 use crate::http::clock::Clock;
@@ -470,10 +472,11 @@ impl Conn {
             },
         };
         let until = Instant::now() + CGI_SHARE_WAIT;
+        let session = self.luci_session_known(&head);
         let _running = match self
             .w
             .scripts
-            .take_waiting(client, self.w.deadlines, until)
+            .take_waiting(client, session, self.w.deadlines, until)
             .await
         {
             Ok(running) => running,
@@ -684,6 +687,20 @@ impl Conn {
             );
         }
         self.fail(Status::ServiceUnavailable, job, reply)
+    }
+
+    /// Whether a script request carries a LuCI session the ubus endpoint
+    /// knows (`head` is its head).
+    fn luci_session_known(&self, head: &[u8]) -> bool {
+        #[cfg(feature = "ubus")]
+        if let Some(bus) = self.w.ubus.as_ref() {
+            let mut headers = request::empty_headers();
+            if let Ok(Some(req)) = request::parse(head, &mut headers) {
+                return luci_sessions(req.headers).any(|sid| bus.sessions.knows(sid));
+            }
+        }
+        let _ = head;
+        false
     }
 
     /// Waits, at the body's pace, until the start of a body of `len` bytes

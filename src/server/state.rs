@@ -79,7 +79,10 @@ impl Worker {
             connections: Slots::new(config.max_connections.div_ceil(workers)),
             idle: IdleQueue::default(),
             shares_listeners: workers > 1,
-            scripts: Scripts::new(config.cgi.max.div_ceil(workers)),
+            scripts: Scripts::new(
+                config.cgi.max.div_ceil(workers),
+                config.ubus.prefix.is_some(),
+            ),
             proxy: ProxyPool::new(&config.proxy),
             #[cfg(feature = "ubus")]
             ubus: config

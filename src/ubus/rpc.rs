@@ -10,9 +10,7 @@ use crate::limits::UBUS_MAX_BATCH;
 use crate::ubus::blob::{self, Builder, T_ARRAY, T_BOOL, T_INT32, T_STRING, T_TABLE, Value};
 use crate::ubus::bus::{Bus, Failure, Reply};
 use crate::ubus::json::{self, write_list, write_string, write_value};
-
-/// uhttpd's anonymous session, for a missing bearer token.
-pub const DEFAULT_SID: &[u8] = b"00000000000000000000000000000000";
+pub use crate::ubus::sessions::DEFAULT_SID;
 
 /// The JSON-RPC errors uhttpd answers, with its messages.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -8,7 +8,9 @@ use std::cell::RefCell;
 use std::time::Instant;
 
 use crate::limits::{UBUS_SESSION_KEPT_FOR, UBUS_SESSIONS_KEPT};
-use crate::ubus::rpc::DEFAULT_SID;
+
+/// uhttpd's anonymous session, for a missing bearer token.
+pub const DEFAULT_SID: &[u8] = b"00000000000000000000000000000000";
 
 /// rpcd's session ids: 32 hexadecimal digits.
 type Sid = [u8; 32];
