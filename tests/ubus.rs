@@ -1247,3 +1247,103 @@ fn running(needle: &str) -> usize {
         .filter(|cmd| String::from_utf8_lossy(cmd).contains(needle))
         .count()
 }
+
+/// Over IPv6, from one /64 as on a router's LAN: a host floods
+/// wrong-password logins while the owner, on another address of the same
+/// /64, calls with the session he logged in with before, each call
+/// answered within 2 s: a known session finds the calls anonymous ones
+/// cannot take, whoever shares its client.
+#[test]
+fn over_ipv6_a_session_finds_room_beside_a_login_flood_from_its_own_64() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let (hostile, owner) = ("fd00:18:5::2", "fd00:18:5::3");
+    if !add_ipv6_to_lo(&["fd00:18:5::2/64", "fd00:18:5::3/64"]) {
+        eprintln!("skipped: adding {hostile} and {owner} to lo needs root");
+        return;
+    }
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-v6");
+        let bus = UbusStandin::start_slow_logins(&dir, 3.0);
+        let conf = ubus_config(&dir, &bus, "");
+        let root = TempDir::new("ubus-v6-root");
+        root.write("index.html", "hello\n");
+        let v6 = t.listen("[::]:0");
+        let tls_v4 = t.listen("127.0.0.1:0");
+        let mut args = vec!["--listen", "127.0.0.1:0"];
+        if t != Transport::Plain {
+            args.extend(["--listen", &tls_v4]);
+        }
+        args.extend(["--listen", &v6]);
+        let s = Server::start_with_config_over(t, &conf, root, &args);
+        let mut c = s.open_from_v6(owner);
+        let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(2)));
+        let mut ask = |c: &mut Conn, body: &str| {
+            send_post(c, "/ubus", body.as_bytes(), &[]);
+            let r = read_response(c, false).expect("an answer within 2 s");
+            assert_eq!(r.status, 200, "{t:?}: {}\n{}", r.text(), s.log_text());
+            Json::parse(&r.text()).unwrap()
+        };
+        let login = ask(
+            &mut c,
+            &call_body(
+                1,
+                ANONYMOUS,
+                "session",
+                "login",
+                r#"{"username":"root","password":"secret"}"#,
+            ),
+        );
+        let sid = login
+            .get("result")
+            .at(1)
+            .get("ubus_rpc_session")
+            .str()
+            .expect("a session")
+            .to_string();
+        let stop = AtomicBool::new(false);
+        let refused = AtomicUsize::new(0);
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let guess = call_body(
+            1,
+            ANONYMOUS,
+            "session",
+            "login",
+            r#"{"username":"root","password":"guess"}"#,
+        );
+        std::thread::scope(|scope| {
+            let _stop = Stop(&stop);
+            for _ in 0..70 {
+                let (s, stop, refused, guess) = (&s, &stop, &refused, &guess);
+                scope.spawn(move || {
+                    let mut h = s.open_from_v6(hostile);
+                    while !stop.load(Ordering::Relaxed) {
+                        send_post(&mut h, "/ubus", guess.as_bytes(), &[]);
+                        match read_response(&mut h, false) {
+                            Some(r) if r.status == 503 => {
+                                refused.fetch_add(1, Ordering::Relaxed);
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                            Some(_) => {}
+                            None => h = s.open_from_v6(hostile),
+                        }
+                    }
+                });
+            }
+            let flooding = wait_until(WAIT, || refused.load(Ordering::Relaxed) > 0);
+            assert!(flooding, "{t:?}: the flood was never refused");
+            for _ in 0..3 {
+                let board = ask(&mut c, &call_body(2, &sid, "system", "board", "{}"));
+                assert_eq!(
+                    board.get("result").at(1).get("board_name").str(),
+                    Some("marmoset,standin"),
+                    "{board:?}"
+                );
+            }
+        });
+    }
+}

@@ -486,6 +486,34 @@ impl Server {
         Conn::Plain(self.connect_from(source))
     }
 
+    /// `open_from` an IPv6 `source`, to the server's `[::]` listener of
+    /// its transport.
+    pub fn open_from_v6(&self, source: &str) -> Conn {
+        let tls = self.transport != Transport::Plain;
+        let find = || {
+            self.log_text().lines().find_map(|l| {
+                let rest = l.split("listening on [::]:").nth(1)?;
+                let port = match rest.strip_suffix(" (TLS)") {
+                    Some(p) if tls => p,
+                    None if !tls => rest,
+                    _ => return None,
+                };
+                port.trim().parse::<u16>().ok()
+            })
+        };
+        assert!(
+            wait_until(start_deadline(), || find().is_some()),
+            "no [::] listener: {}",
+            self.log_text()
+        );
+        let tcp = connect_from_to(source, find().unwrap());
+        #[cfg(feature = "tls")]
+        if let Some(t) = &self.tls {
+            return Conn::Tls(Box::new(tls::over(tcp, t.client.clone())));
+        }
+        Conn::Plain(tcp)
+    }
+
     /// A connection over the server's transport (its handshake done on
     /// first use).
     pub fn open(&self) -> Conn {
@@ -663,29 +691,61 @@ fn read_chunked(c: &mut impl Read) -> Option<Vec<u8>> {
 }
 
 /// A plain TCP connection to 127.0.0.1:`port` from `source`, another
-/// loopback address (all of 127.0.0.0/8 is this host's).
+/// loopback address (all of 127.0.0.0/8 is this host's), or to [::1]:`port`
+/// from an IPv6 `source` on `lo` (`add_ipv6_to_lo`).
 pub fn connect_from_to(source: &str, port: u16) -> TcpStream {
-    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
-    use std::net::{Ipv4Addr, SocketAddrV4};
+    use nix::sys::socket::{
+        AddressFamily, SockFlag, SockType, SockaddrIn, SockaddrIn6, bind, connect, socket,
+    };
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
     use std::os::fd::AsRawFd;
-    let fd = socket(
-        AddressFamily::Inet,
-        SockType::Stream,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
-    let from: Ipv4Addr = source.parse().unwrap();
-    bind(
-        fd.as_raw_fd(),
-        &SockaddrIn::from(SocketAddrV4::new(from, 0)),
-    )
-    .unwrap();
-    let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
-    connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
+    let from: IpAddr = source.parse().unwrap();
+    let family = match from {
+        IpAddr::V4(_) => AddressFamily::Inet,
+        IpAddr::V6(_) => AddressFamily::Inet6,
+    };
+    let fd = socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).unwrap();
+    match from {
+        IpAddr::V4(from) => {
+            bind(
+                fd.as_raw_fd(),
+                &SockaddrIn::from(SocketAddrV4::new(from, 0)),
+            )
+            .unwrap();
+            let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+            connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
+        }
+        IpAddr::V6(from) => {
+            let at = SockaddrIn6::from(SocketAddrV6::new(from, 0, 0, 0));
+            bind(fd.as_raw_fd(), &at).unwrap();
+            let to = SocketAddrV6::new(Ipv6Addr::LOCALHOST, port, 0, 0);
+            connect(fd.as_raw_fd(), &SockaddrIn6::from(to)).unwrap();
+        }
+    }
     let c = TcpStream::from(fd);
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     c
+}
+
+/// Adds `addrs` (with their prefix length, `fd00:18:5::2/64`) to `lo`,
+/// so that a test's clients can come from them; `false` when not root.
+/// They stay: another test running beside this one may use them too.
+pub fn add_ipv6_to_lo(addrs: &[&str]) -> bool {
+    if !is_root() {
+        return false;
+    }
+    for a in addrs {
+        let out = Command::new("ip")
+            .args(["-6", "addr", "add", a, "dev", "lo", "nodad"])
+            .output()
+            .expect("ip runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() || err.contains("File exists") || err.contains("already assigned"),
+            "ip -6 addr add {a} dev lo: {err}"
+        );
+    }
+    true
 }
 
 /// A port nothing listens on now (bound, read, released).
