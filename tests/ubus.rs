@@ -1277,7 +1277,7 @@ fn over_ipv6_a_session_finds_room_beside_a_login_flood_from_its_own_64() {
         let s = Server::start_with_config_over(t, &conf, root, &args);
         let mut c = s.open_from_v6(owner);
         let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(2)));
-        let mut ask = |c: &mut Conn, body: &str| {
+        let ask = |c: &mut Conn, body: &str| {
             send_post(c, "/ubus", body.as_bytes(), &[]);
             let r = read_response(c, false).expect("an answer within 2 s");
             assert_eq!(r.status, 200, "{t:?}: {}\n{}", r.text(), s.log_text());
