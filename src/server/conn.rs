@@ -699,6 +699,7 @@ impl Conn {
                 return luci_sessions(req.headers).any(|sid| bus.sessions.knows(sid));
             }
         }
+        // Without the endpoint no session is known.
         let _ = head;
         false
     }
