@@ -1164,58 +1164,13 @@ fn a_luci_session_finds_a_script_slot_whatever_holds_the_others() {
     for t in Transport::all() {
         let dir = TempDir::new("ubus-cgi");
         let bus = UbusStandin::start(&dir);
-        let conf = ubus_config(
-            &dir,
-            &bus,
-            "cgi-max 3\nheader-timeout 30\ncgi-max-body 1073741824\n",
-        );
-        let root = TempDir::new("ubus-cgi-root");
-        root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
-        script(
-            &root,
-            "count",
-            "n=$(wc -c | tr -d ' '); printf 'Content-Type: text/plain\\n\\n%s\\n' \"$n\"\n",
-        );
-        script(
-            &root,
-            "page",
-            "printf 'Content-Type: text/html\\n\\nstatus page'\n",
-        );
-        let s = Server::start_with_config_over(t, &conf, root, &[]);
-        let owner = "127.0.0.3";
-        let mut c = s.open_from(owner);
-        let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(2)));
-        let login = call_body(
-            1,
-            ANONYMOUS,
-            "session",
-            "login",
-            r#"{"username":"root","password":"secret"}"#,
-        );
-        send_post(&mut c, "/ubus", login.as_bytes(), &[]);
-        let login = json_of(&read_response(&mut c, false).expect("an answer"), &s);
-        let sid = login
-            .get("result")
-            .at(1)
-            .get("ubus_rpc_session")
-            .str()
-            .expect("a session")
-            .to_string();
+        let s = Server::start_with_config_over(t, &luci_config(&dir, &bus), luci_root(), &[]);
+        let mut c = s.open_from("127.0.0.3");
+        let sid = log_in(&mut c, &s);
         let count = format!("{}/cgi-bin/count", s.root.path().display());
         let (tx, rx) = mpsc::channel();
         for from in ["127.0.0.2", "127.0.0.5", "127.0.0.6"] {
-            let mut h = s.open_from(from);
-            h.write_all(
-                b"POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000\r\n\r\n",
-            )
-            .unwrap();
-            h.write_all(&[b'x'; 9000]).unwrap();
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let _ = h.tcp().set_read_timeout(Some(Duration::from_secs(40)));
-                let _ = tx.send(read_response(&mut h, false).map(|r| r.status));
-                let _ = read_to_close(&mut h);
-            });
+            hold_upload(s.open_from(from), &tx);
         }
         let mut refused = Vec::new();
         let held = wait_until(WAIT, || {
@@ -1223,28 +1178,161 @@ fn a_luci_session_finds_a_script_slot_whatever_holds_the_others() {
             running(&count) >= 3 || (running(&count) == 2 && refused == [Some(503)])
         });
         assert!(held, "{t:?}: {refused:?}\n{}", s.log_text());
-        for _ in 0..3 {
-            let page = format!(
-                "GET /cgi-bin/page HTTP/1.1\r\nHost: t\r\nCookie: sysauth_http={sid}\r\n\r\n"
-            );
-            c.write_all(page.as_bytes()).unwrap();
-            let r = read_response(&mut c, false).map(|r| (r.status, r.text()));
-            assert_eq!(
-                r,
-                Some((200, "status page".into())),
-                "{t:?}: {}",
-                s.log_text()
-            );
-        }
+        assert_luci_pages(&mut c, &sid, &s);
     }
 }
 
-/// Processes whose command line holds `needle`.
+/// The endpoint and the uhttpd mapping's CGI limits.
+fn luci_config(dir: &TempDir, bus: &UbusStandin) -> std::path::PathBuf {
+    ubus_config(
+        dir,
+        bus,
+        "cgi-max 3\nheader-timeout 30\ncgi-max-body 1073741824\n",
+    )
+}
+
+/// A root with `count` (its body's length) and `page` (a status page).
+fn luci_root() -> TempDir {
+    let root = TempDir::new("ubus-cgi-root");
+    root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+    script(
+        &root,
+        "count",
+        "n=$(wc -c | tr -d ' '); printf 'Content-Type: text/plain\\n\\n%s\\n' \"$n\"\n",
+    );
+    script(
+        &root,
+        "page",
+        "printf 'Content-Type: text/html\\n\\nstatus page'\n",
+    );
+    root
+}
+
+/// Logs in over ubus on `c`, whose answers must come within 2 s from now
+/// on; the new session.
+fn log_in(c: &mut Conn, s: &Server) -> String {
+    let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(2)));
+    let login = call_body(
+        1,
+        ANONYMOUS,
+        "session",
+        "login",
+        r#"{"username":"root","password":"secret"}"#,
+    );
+    send_post(c, "/ubus", login.as_bytes(), &[]);
+    let login = json_of(&read_response(c, false).expect("an answer"), s);
+    login
+        .get("result")
+        .at(1)
+        .get("ubus_rpc_session")
+        .str()
+        .expect("a session")
+        .to_string()
+}
+
+/// Sends `head` on `h` (and `body`), held open; the status of its answer,
+/// if one comes, on `tx`.
+fn hold(mut h: Conn, head: &[u8], body: &[u8], tx: &mpsc::Sender<Option<u16>>) {
+    h.write_all(head).unwrap();
+    h.write_all(body).unwrap();
+    let tx = tx.clone();
+    std::thread::spawn(move || {
+        let _ = h.tcp().set_read_timeout(Some(Duration::from_secs(40)));
+        let _ = tx.send(read_response(&mut h, false).map(|r| r.status));
+        let _ = read_to_close(&mut h);
+    });
+}
+
+/// An upload to `count` whose script may start: the start of its large body.
+fn hold_upload(h: Conn, tx: &mpsc::Sender<Option<u16>>) {
+    let head = b"POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000\r\n\r\n";
+    hold(h, head, &[b'x'; 9000], tx);
+}
+
+/// LuCI's page, with its login cookie, three times on `c`: each 200.
+fn assert_luci_pages(c: &mut Conn, sid: &str, s: &Server) {
+    for _ in 0..3 {
+        let page =
+            format!("GET /cgi-bin/page HTTP/1.1\r\nHost: t\r\nCookie: sysauth_http={sid}\r\n\r\n");
+        c.write_all(page.as_bytes()).unwrap();
+        let r = read_response(c, false).map(|r| (r.status, r.text()));
+        assert_eq!(r, Some((200, "status page".into())), "{}", s.log_text());
+    }
+}
+
+/// The same over IPv6, the hostile host and the owner in one /64 as on a
+/// router's LAN: uploads and chunked heads from one address, the owner's
+/// LuCI pages from another, with his session, each within 2 s.
+#[test]
+fn over_ipv6_a_luci_session_finds_a_script_slot_beside_a_host_of_its_own_64() {
+    let (hostile, owner) = ("fd00:18:5::2", "fd00:18:5::3");
+    if !add_ipv6_to_lo(&["fd00:18:5::2/64", "fd00:18:5::3/64"]) {
+        eprintln!("skipped: adding {hostile} and {owner} to lo needs root");
+        return;
+    }
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-cgi-v6");
+        let bus = UbusStandin::start(&dir);
+        let args = v6_listeners(t);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let s = Server::start_with_config_over(t, &luci_config(&dir, &bus), luci_root(), &args);
+        let mut c = s.open_from_v6(owner);
+        let sid = log_in(&mut c, &s);
+        let count = format!("{}/cgi-bin/count", s.root.path().display());
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..3 {
+            hold_upload(s.open_from_v6(hostile), &tx);
+        }
+        let chunked =
+            b"POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+        for _ in 0..3 {
+            hold(s.open_from_v6(hostile), chunked, b"", &tx);
+        }
+        let mut refused = Vec::new();
+        let held = wait_until(WAIT, || {
+            refused.extend(rx.try_iter());
+            running(&count) >= 3 || (running(&count) == 1 && refused.contains(&Some(503)))
+        });
+        assert!(held, "{t:?}: {refused:?}\n{}", s.log_text());
+        assert_luci_pages(&mut c, &sid, &s);
+    }
+}
+
+/// Listeners on 127.0.0.1 (where the harness waits) and on [::] for `t`.
+fn v6_listeners(t: Transport) -> Vec<String> {
+    let mut args = vec!["--listen".to_string(), "127.0.0.1:0".to_string()];
+    if t != Transport::Plain {
+        args.extend(["--listen".to_string(), t.listen("127.0.0.1:0")]);
+    }
+    args.extend(["--listen".to_string(), t.listen("[::]:0")]);
+    args
+}
+
+/// Scripts running whose command line holds `needle`: such processes
+/// whose parent is not one (a subshell is its script's).
 fn running(needle: &str) -> usize {
-    std::fs::read_dir("/proc")
+    let matching: Vec<(String, String)> = std::fs::read_dir("/proc")
         .unwrap()
-        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
-        .filter(|cmd| String::from_utf8_lossy(cmd).contains(needle))
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            let cmd = std::fs::read(path.join("cmdline")).ok()?;
+            let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+            // pid (comm) state ppid ...: the comm may hold spaces.
+            let ppid = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .to_string();
+            let pid = path.file_name()?.to_str()?.to_string();
+            String::from_utf8_lossy(&cmd)
+                .contains(needle)
+                .then_some((pid, ppid))
+        })
+        .collect();
+    matching
+        .iter()
+        .filter(|(_, ppid)| !matching.iter().any(|(pid, _)| pid == ppid))
         .count()
 }
 
@@ -1267,13 +1355,8 @@ fn over_ipv6_a_session_finds_room_beside_a_login_flood_from_its_own_64() {
         let conf = ubus_config(&dir, &bus, "");
         let root = TempDir::new("ubus-v6-root");
         root.write("index.html", "hello\n");
-        let v6 = t.listen("[::]:0");
-        let tls_v4 = t.listen("127.0.0.1:0");
-        let mut args = vec!["--listen", "127.0.0.1:0"];
-        if t != Transport::Plain {
-            args.extend(["--listen", &tls_v4]);
-        }
-        args.extend(["--listen", &v6]);
+        let args = v6_listeners(t);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let s = Server::start_with_config_over(t, &conf, root, &args);
         let mut c = s.open_from_v6(owner);
         let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(2)));

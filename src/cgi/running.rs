@@ -4,8 +4,9 @@
 //! however many requests it sends, always leaves room for others; a
 //! chunked body holds a place of its own while it comes, not a slot.
 //! With the ubus endpoint on, one slot is kept for requests carrying a
-//! LuCI session the endpoint knows (`ubus/sessions.rs`): however many
-//! addresses a flood comes from, the owner's pages find it.
+//! LuCI session the endpoint knows (`ubus/sessions.rs`), and they are
+//! not counted in a client's share: however many addresses a flood comes
+//! from, the owner's pages find it.
 
 use std::time::Instant;
 
@@ -28,8 +29,7 @@ pub struct Scripts {
 /// A running script's slot; dropping it gives it back. The share goes
 /// first, so a waiter woken by the slot finds it free too.
 pub struct Running {
-    _share: Share,
-    _anonymous: Option<Slot>,
+    _anonymous: Option<(Share, Slot)>,
     _slot: Slot,
 }
 
@@ -70,15 +70,18 @@ impl Scripts {
     }
 
     /// A slot for `client`; `session`: the request carries a session the
-    /// ubus endpoint knows.
+    /// ubus endpoint knows. Such a request is the owner's, not counted in
+    /// a client's share: a host that shares his client (his IPv6 /64)
+    /// cannot hold his pages back.
     pub fn take(&self, client: Client, session: bool) -> Result<Running, Refused> {
-        let share = self.shares.take(client).ok_or(Refused::Share)?;
         let anonymous = match session {
             true => None,
-            false => Some(self.anonymous.take().ok_or(Refused::Full)?),
+            false => Some((
+                self.shares.take(client).ok_or(Refused::Share)?,
+                self.anonymous.take().ok_or(Refused::Full)?,
+            )),
         };
         Ok(Running {
-            _share: share,
             _anonymous: anonymous,
             _slot: self.slots.take().ok_or(Refused::Full)?,
         })
@@ -192,6 +195,12 @@ mod tests {
             Some(Refused::Full)
         );
         assert!(scripts.take(client("192.0.2.3"), true).is_ok());
+        // Nor does a client's share hold it back.
+        let scripts = Scripts::new(3, true);
+        let a = client("192.0.2.1");
+        let held = scripts.take(a, false).ok();
+        assert_eq!(scripts.take(a, false).err(), Some(Refused::Share));
+        assert!(held.is_some() && scripts.take(a, true).is_ok());
         // One slot: nothing to keep.
         assert!(
             Scripts::new(1, true)
