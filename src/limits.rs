@@ -295,6 +295,13 @@ pub const UBUS_ANONYMOUS_CALLS: usize = 24;
 #[cfg(feature = "ubus")]
 pub const UBUS_ANONYMOUS_PER_CLIENT: usize = 8;
 
+/// How long such a request waits for a place when they are all taken
+/// (503 after). Places free as rpcd answers; the waiting client holding
+/// the fewest goes first, so a client with none (the owner logging in)
+/// is next whatever a flood holds.
+#[cfg(feature = "ubus")]
+pub const UBUS_ANONYMOUS_WAIT: Duration = Duration::from_secs(5);
+
 /// Sessions the endpoint knows per worker (rpcd accepted them in a
 /// `session.access` check or made them at a login), and for how long
 /// after the last time: rpcd's default session timeout. A new one past

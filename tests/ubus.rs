@@ -1430,3 +1430,67 @@ fn over_ipv6_a_session_finds_room_beside_a_login_flood_from_its_own_64() {
         });
     }
 }
+
+/// Wrong-password logins from three addresses fill every place requests
+/// without a known session may take; the owner, at a fourth, still logs
+/// in over ubus within 2 s, each time: a freed place goes first to the
+/// waiting client that holds the fewest.
+#[test]
+fn a_login_flood_from_many_addresses_leaves_the_owner_his_login() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-logins");
+        let bus = UbusStandin::start_slow_logins(&dir, 1.0);
+        let s = ubus_server(t, &dir, &bus, "");
+        let stop = AtomicBool::new(false);
+        let refused = AtomicUsize::new(0);
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let guess = call_body(
+            1,
+            ANONYMOUS,
+            "session",
+            "login",
+            r#"{"username":"root","password":"guess"}"#,
+        );
+        std::thread::scope(|scope| {
+            let _stop = Stop(&stop);
+            for from in ["127.0.0.2", "127.0.0.5", "127.0.0.6"] {
+                for _ in 0..30 {
+                    let (s, stop, refused, guess) = (&s, &stop, &refused, &guess);
+                    scope.spawn(move || {
+                        let mut h = s.open_from(from);
+                        while !stop.load(Ordering::Relaxed) {
+                            send_post(&mut h, "/ubus", guess.as_bytes(), &[]);
+                            match read_response(&mut h, false) {
+                                Some(r) if r.status == 503 => {
+                                    refused.fetch_add(1, Ordering::Relaxed);
+                                    std::thread::sleep(Duration::from_millis(50));
+                                }
+                                Some(_) => {}
+                                None => h = s.open_from(from),
+                            }
+                        }
+                    });
+                }
+            }
+            let flooding = wait_until(WAIT, || {
+                refused.load(Ordering::Relaxed) > 0
+                    && bus.count("invoke session login") >= 3 * UBUS_ANONYMOUS_PER_CLIENT
+            });
+            assert!(flooding, "{t:?}: the flood was never refused");
+            for _ in 0..3 {
+                let mut c = s.open_from("127.0.0.3");
+                let sid = log_in(&mut c, &s);
+                assert_eq!(sid.len(), 32, "{sid}");
+            }
+        });
+    }
+}
+
+/// Requests without a known session one client may have in flight.
+const UBUS_ANONYMOUS_PER_CLIENT: usize = 8;

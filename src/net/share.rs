@@ -45,6 +45,17 @@ impl Shares {
     }
 }
 
+impl Shares {
+    /// How many `client` holds (the ubus endpoint's turns go by it).
+    #[cfg_attr(not(feature = "ubus"), allow(dead_code))]
+    pub fn held(&self, client: Client) -> usize {
+        let held = self.0.by_client.borrow();
+        held.iter()
+            .find(|(c, _)| *c == client)
+            .map_or(0, |(_, n)| *n)
+    }
+}
+
 impl Drop for Share {
     fn drop(&mut self) {
         let mut held = self.held.by_client.borrow_mut();

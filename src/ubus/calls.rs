@@ -4,12 +4,19 @@
 //! anonymous session) share a smaller pool, with a smaller share each.
 //! So a flood of password guesses from one client leaves room for other
 //! clients' logins, and anonymous requests, however many, leave the rest
-//! of the calls to sessions.
+//! of the calls to sessions. When that pool is full, a request waits a
+//! little, and a freed place goes to the waiting client that holds the
+//! fewest: a login from a client with none goes before a flood's, from
+//! however many addresses.
+
+use std::cell::RefCell;
+use std::time::Instant;
 
 use crate::limits::{
     UBUS_ANONYMOUS_CALLS, UBUS_ANONYMOUS_PER_CLIENT, UBUS_CALLS_PER_CLIENT, UBUS_MAX_CALLS,
 };
 use crate::net::client::Client;
+use crate::net::deadline::{Deadlines, within};
 use crate::net::share::{Share, Shares};
 use crate::net::slots::{Slot, Slots};
 
@@ -17,7 +24,10 @@ pub struct Calls {
     all: Slots,
     shares: Shares,
     anonymous: Slots,
+    /// Counts the requests in flight and those waiting for a place.
     anonymous_shares: Shares,
+    /// The clients of the requests waiting for a place, one entry each.
+    waiting: RefCell<Vec<Client>>,
 }
 
 /// One request's place among the calls in flight; dropping it gives it back.
@@ -47,6 +57,7 @@ impl Default for Calls {
             shares: Shares::new(UBUS_CALLS_PER_CLIENT),
             anonymous: Slots::new(UBUS_ANONYMOUS_CALLS),
             anonymous_shares: Shares::new(UBUS_ANONYMOUS_PER_CLIENT),
+            waiting: RefCell::new(Vec::new()),
         }
     }
 }
@@ -64,11 +75,81 @@ impl Calls {
                 self.anonymous.take().ok_or(Refused::AnonymousFull)?,
             )),
         };
+        self.call(client, anonymous)
+    }
+
+    fn call(&self, client: Client, anonymous: Option<(Share, Slot)>) -> Result<Call, Refused> {
         Ok(Call {
             _share: self.shares.take(client).ok_or(Refused::Share)?,
             _slot: self.all.take().ok_or(Refused::Full)?,
             _anonymous: anonymous,
         })
+    }
+
+    /// `take`, but a request without a known session that finds every
+    /// place for such requests taken waits until `until` for one, in
+    /// turn: a freed place goes to the waiting client holding the fewest.
+    /// Beyond its share a client is refused at once.
+    pub async fn take_waiting(
+        &self,
+        client: Client,
+        session: bool,
+        deadlines: &Deadlines,
+        until: Instant,
+    ) -> Result<Call, Refused> {
+        if session {
+            return self.take(client, true);
+        }
+        let share = self
+            .anonymous_shares
+            .take(client)
+            .ok_or(Refused::AnonymousShare)?;
+        let _in_line = InLine::new(self, client);
+        loop {
+            let freed = self.anonymous.freed().notified();
+            if self.first_in_line(client) {
+                if let Some(slot) = self.anonymous.take() {
+                    return self.call(client, Some((share, slot)));
+                }
+            }
+            if within(deadlines, until, freed).await.is_none() {
+                return Err(Refused::AnonymousFull);
+            }
+        }
+    }
+
+    /// No waiting client holds fewer requests than `client`.
+    fn first_in_line(&self, client: Client) -> bool {
+        let mine = self.anonymous_shares.held(client);
+        let waiting = self.waiting.borrow();
+        waiting
+            .iter()
+            .all(|&other| self.anonymous_shares.held(other) >= mine)
+    }
+}
+
+/// A request's entry among the waiting; leaving the line lets the next
+/// in turn look again (it may leave a free place behind).
+struct InLine<'a> {
+    calls: &'a Calls,
+    client: Client,
+}
+
+impl<'a> InLine<'a> {
+    fn new(calls: &'a Calls, client: Client) -> InLine<'a> {
+        calls.waiting.borrow_mut().push(client);
+        InLine { calls, client }
+    }
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        let mut waiting = self.calls.waiting.borrow_mut();
+        if let Some(i) = waiting.iter().position(|&c| c == self.client) {
+            waiting.swap_remove(i);
+        }
+        drop(waiting);
+        self.calls.anonymous.freed().notify_all();
     }
 }
 
@@ -94,6 +175,18 @@ mod tests {
 
     fn client(i: u8) -> Client {
         std::net::IpAddr::from([192, 0, 2, i]).into()
+    }
+
+    #[test]
+    fn a_freed_place_goes_to_the_waiting_client_holding_the_fewest() {
+        let calls = Calls::default();
+        let (flood, owner) = (client(1), client(2));
+        let _line = [InLine::new(&calls, flood), InLine::new(&calls, owner)];
+        let held: Vec<_> = (0..3).map(|_| calls.anonymous_shares.take(flood)).collect();
+        assert_eq!(held.len(), 3);
+        let _mine = calls.anonymous_shares.take(owner);
+        assert!(calls.first_in_line(owner));
+        assert!(!calls.first_in_line(flood));
     }
 
     #[test]

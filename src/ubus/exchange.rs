@@ -13,7 +13,7 @@ use crate::http::header::push_num;
 use crate::http::request::{BodyKind, Version};
 use crate::http::response::{self, Body, HeadContext, Response};
 use crate::http::status::Status;
-use crate::limits::UBUS_MAX_BODY;
+use crate::limits::{UBUS_ANONYMOUS_WAIT, UBUS_MAX_BODY};
 use crate::net::client::Client;
 use crate::net::hangup::client_gone;
 use crate::net::input::Input;
@@ -105,7 +105,13 @@ impl Exchange<'_> {
             _ => match self
                 .bus
                 .calls
-                .take(self.client(), self.with_session(asked, &text))
+                .take_waiting(
+                    self.client(),
+                    self.with_session(asked, &text),
+                    self.sock.deadlines,
+                    Instant::now() + UBUS_ANONYMOUS_WAIT,
+                )
+                .await
             {
                 Ok(call) => Some(call),
                 Err(refused) => {
