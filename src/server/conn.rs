@@ -446,10 +446,11 @@ impl Conn {
             BodyKind::None => exchange::ScriptInput::default(),
             BodyKind::Length(n) => {
                 // The script starts once its body does: a head alone
-                // holds no slot.
+                // holds no slot. A body that stops short is answered as
+                // one that stops mid-stream: 408.
                 match self.body_start(n, &pace).await {
                     Ok(()) => {}
-                    Err(End::Timeout) => {
+                    Err(End::Timeout | End::Closed) => {
                         return self.fail(Status::RequestTimeout, &job, unread).await;
                     }
                     Err(end) => return Err(end),
