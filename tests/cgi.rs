@@ -926,7 +926,7 @@ fn one_client_holding_script_slots_leaves_the_owner_his_pages() {
         assert_eq!(refused, Ok(Some(503)), "{t:?}: {}", s.log_text());
         for _ in 0..3 {
             let mut c = s.open_from(owner);
-            let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = c.tcp().set_read_timeout(Some(owner_bound()));
             c.write_all(b"GET /cgi-bin/sized HTTP/1.1\r\nHost: t\r\n\r\n")
                 .unwrap();
             let page = read_response(&mut c, false).map(|r| (r.status, r.text()));

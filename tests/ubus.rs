@@ -1117,7 +1117,7 @@ fn a_login_flood_and_slow_calls_leave_the_owner_room() {
             });
             assert!(flooding, "{t:?}: the floods were never refused");
             let mut c = s.open_from("127.0.0.3");
-            let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = c.tcp().set_read_timeout(Some(owner_bound()));
             let mut ask = |body: &str| {
                 send_post(&mut c, "/ubus", body.as_bytes(), &[]);
                 let r = read_response(&mut c, false).expect("an answer within 2 s");
@@ -1211,7 +1211,7 @@ fn luci_root() -> TempDir {
 /// Logs in over ubus on `c`, whose answers must come within 2 s from now
 /// on; the new session.
 fn log_in(c: &mut Conn, s: &Server) -> String {
-    let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = c.tcp().set_read_timeout(Some(owner_bound()));
     let login = call_body(
         1,
         ANONYMOUS,
@@ -1359,7 +1359,7 @@ fn over_ipv6_a_session_finds_room_beside_a_login_flood_from_its_own_64() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let s = Server::start_with_config_over(t, &conf, root, &args);
         let mut c = s.open_from_v6(owner);
-        let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = c.tcp().set_read_timeout(Some(owner_bound()));
         let ask = |c: &mut Conn, body: &str| {
             send_post(c, "/ubus", body.as_bytes(), &[]);
             let r = read_response(c, false).expect("an answer within 2 s");
