@@ -298,7 +298,8 @@ pub const UBUS_ANONYMOUS_PER_CLIENT: usize = 8;
 /// How long such a request waits for a place when they are all taken
 /// (503 after). Places free as rpcd answers; the waiting client holding
 /// the fewest goes first, so a client with none (the owner logging in)
-/// is next whatever a flood holds.
+/// is next whatever a flood holds. As many wait at most as there are
+/// places (`ubus/calls.rs`), so each wake-up costs little.
 #[cfg(feature = "ubus")]
 pub const UBUS_ANONYMOUS_WAIT: Duration = Duration::from_secs(5);
 

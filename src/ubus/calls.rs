@@ -9,7 +9,8 @@
 //! fewest: a login from a client with none goes before a flood's, from
 //! however many addresses.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::time::Instant;
 
 use crate::limits::{
@@ -26,8 +27,8 @@ pub struct Calls {
     anonymous: Slots,
     /// Counts the requests in flight and those waiting for a place.
     anonymous_shares: Shares,
-    /// The clients of the requests waiting for a place, one entry each.
-    waiting: RefCell<Vec<Client>>,
+    /// The requests waiting for a place, at most as many as the places.
+    waiting: RefCell<Vec<Waiter>>,
 }
 
 /// One request's place among the calls in flight; dropping it gives it back.
@@ -104,9 +105,14 @@ impl Calls {
             .anonymous_shares
             .take(client)
             .ok_or(Refused::AnonymousShare)?;
-        let _in_line = InLine::new(self, client);
+        let Some(in_line) = InLine::new(self, client) else {
+            return Err(Refused::AnonymousFull);
+        };
         loop {
             let freed = self.anonymous.freed().notified();
+            if in_line.waiter.evicted.get() {
+                return Err(Refused::AnonymousFull);
+            }
             if self.first_in_line(client) {
                 if let Some(slot) = self.anonymous.take() {
                     return self.call(client, Some((share, slot)));
@@ -124,28 +130,62 @@ impl Calls {
         let waiting = self.waiting.borrow();
         waiting
             .iter()
-            .all(|&other| self.anonymous_shares.held(other) >= mine)
+            .all(|other| self.anonymous_shares.held(other.client) >= mine)
     }
+}
+
+/// One waiting request: its client, and whether a client holding fewer
+/// took its place in the full line.
+struct Waiter {
+    client: Client,
+    evicted: Rc<Cell<bool>>,
 }
 
 /// A request's entry among the waiting; leaving the line lets the next
 /// in turn look again (it may leave a free place behind).
 struct InLine<'a> {
     calls: &'a Calls,
-    client: Client,
+    waiter: Waiter,
 }
 
 impl<'a> InLine<'a> {
-    fn new(calls: &'a Calls, client: Client) -> InLine<'a> {
-        calls.waiting.borrow_mut().push(client);
-        InLine { calls, client }
+    /// In line, or `None` when the line is full of clients holding no
+    /// more than `client`. Otherwise a full line's waiter whose client
+    /// holds the most leaves it (refused): the line stays short, and a
+    /// flood from however many addresses cannot fill it against a client
+    /// holding fewer.
+    fn new(calls: &'a Calls, client: Client) -> Option<InLine<'a>> {
+        let held = |c| calls.anonymous_shares.held(c);
+        let mut waiting = calls.waiting.borrow_mut();
+        if waiting.len() >= UBUS_ANONYMOUS_CALLS {
+            let (i, most) = waiting
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (i, held(w.client)))
+                .max_by_key(|&(_, n)| n)?;
+            if most <= held(client) {
+                return None;
+            }
+            waiting.swap_remove(i).evicted.set(true);
+            calls.anonymous.freed().notify_all();
+        }
+        let evicted = Rc::new(Cell::new(false));
+        waiting.push(Waiter {
+            client,
+            evicted: evicted.clone(),
+        });
+        Some(InLine {
+            calls,
+            waiter: Waiter { client, evicted },
+        })
     }
 }
 
 impl Drop for InLine<'_> {
     fn drop(&mut self) {
         let mut waiting = self.calls.waiting.borrow_mut();
-        if let Some(i) = waiting.iter().position(|&c| c == self.client) {
+        let mine = &self.waiter.evicted;
+        if let Some(i) = waiting.iter().position(|w| Rc::ptr_eq(&w.evicted, mine)) {
             waiting.swap_remove(i);
         }
         drop(waiting);
@@ -182,11 +222,34 @@ mod tests {
         let calls = Calls::default();
         let (flood, owner) = (client(1), client(2));
         let _line = [InLine::new(&calls, flood), InLine::new(&calls, owner)];
+        assert!(_line.iter().all(Option::is_some));
         let held: Vec<_> = (0..3).map(|_| calls.anonymous_shares.take(flood)).collect();
         assert_eq!(held.len(), 3);
         let _mine = calls.anonymous_shares.take(owner);
         assert!(calls.first_in_line(owner));
         assert!(!calls.first_in_line(flood));
+    }
+
+    #[test]
+    fn a_full_line_makes_room_for_a_client_holding_fewer() {
+        let calls = Calls::default();
+        let flood = client(1);
+        let shares: Vec<_> = (0..UBUS_ANONYMOUS_PER_CLIENT)
+            .map(|_| calls.anonymous_shares.take(flood))
+            .collect();
+        assert!(shares.iter().all(Option::is_some));
+        let line: Vec<_> = (0..UBUS_ANONYMOUS_CALLS)
+            .map(|_| InLine::new(&calls, flood).expect("room"))
+            .collect();
+        assert!(InLine::new(&calls, flood).is_none(), "full for its equals");
+        let _share = calls.anonymous_shares.take(client(2));
+        let owner = InLine::new(&calls, client(2));
+        assert!(owner.is_some(), "a client holding fewer gets in");
+        let evicted = line.iter().filter(|w| w.waiter.evicted.get()).count();
+        assert_eq!(evicted, 1);
+        assert_eq!(calls.waiting.borrow().len(), UBUS_ANONYMOUS_CALLS);
+        drop(line);
+        assert_eq!(calls.waiting.borrow().len(), 1, "the owner's entry stays");
     }
 
     #[test]
