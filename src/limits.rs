@@ -123,6 +123,11 @@ pub const MAX_TRAILERS: usize = HEAD_BUF;
 /// Browsers send uploads with `Content-Length`.
 pub const MAX_CGI_CHUNKED_BODY: u64 = 1 << 20;
 
+/// A script request from a client that runs its share of the scripts
+/// (half of `cgi-max`) waits this long for one of its own to end, then
+/// 503: a browser's parallel requests to LuCI take turns instead of
+/// failing, and a client flooding requests holds only its share.
+pub const CGI_SHARE_WAIT: Duration = Duration::from_secs(10);
 /// Local redirects (`Location: /path` from a script) followed for one
 /// request; a loop of scripts redirecting to each other ends in a 500.
 pub const MAX_LOCAL_REDIRECTS: u32 = 5;
@@ -317,6 +322,40 @@ pub const UBUS_MAX_REPLY: usize = 2 << 20;
 /// 503 with Retry-After.
 #[cfg(feature = "ubus")]
 pub const UBUS_MAX_CALLS: usize = 64;
+
+/// Of those, the most one client holds at once (a quarter, as the
+/// proxy's default share): a browser sends about 6 at a time.
+#[cfg(feature = "ubus")]
+pub const UBUS_CALLS_PER_CLIENT: usize = 16;
+
+/// Of those, the most requests without a session the endpoint knows
+/// (`session.login`, `list`, an unknown or anonymous session) at once,
+/// and the most of them one client holds: a flood of password guesses
+/// holds at most this, and the rest of the calls stay for sessions. A
+/// browser's burst (at most 6 connections to a host) fits one share,
+/// as it must for a session the worker has not seen yet (after a start
+/// or a reload).
+#[cfg(feature = "ubus")]
+pub const UBUS_ANONYMOUS_CALLS: usize = 24;
+#[cfg(feature = "ubus")]
+pub const UBUS_ANONYMOUS_PER_CLIENT: usize = 8;
+
+/// How long such a request waits for a place when they are all taken
+/// (503 after). Places free as rpcd answers; the waiting client holding
+/// the fewest goes first, so a client with none (the owner logging in)
+/// is next whatever a flood holds. As many wait at most as there are
+/// places (`ubus/calls.rs`), so each wake-up costs little.
+#[cfg(feature = "ubus")]
+pub const UBUS_ANONYMOUS_WAIT: Duration = Duration::from_secs(5);
+
+/// Sessions the endpoint knows per worker (rpcd accepted them in a
+/// `session.access` check or made them at a login), and for how long
+/// after the last time: rpcd's default session timeout. A new one past
+/// the count replaces the least recent. Only a password makes one.
+#[cfg(feature = "ubus")]
+pub const UBUS_SESSIONS_KEPT: usize = 64;
+#[cfg(feature = "ubus")]
+pub const UBUS_SESSION_KEPT_FOR: Duration = Duration::from_secs(300);
 
 /// Event streams (`/subscribe/`) open at once per worker; each holds a
 /// client connection and a subscriber object on the bus.

@@ -717,32 +717,44 @@ fn a_client_leaving_mid_output_kills_the_script() {
     s.assert_healthy();
 }
 
+/// Two clients hold both slots: a third gets 503 at once. One client
+/// holds at most half of them: its next request waits for its own.
 #[test]
 fn beyond_the_script_limit_clients_get_503_and_the_rest_are_served() {
     let s = start(&["--cgi-max", "2"]);
-    let port = s.port;
-    let slow: Vec<_> = (0..2)
-        .map(|_| {
-            std::thread::spawn(move || {
-                let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-                c.write_all(b"GET /cgi-bin/slow HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    std::thread::scope(|scope| {
+        let slow: Vec<_> = ["127.0.0.2", "127.0.0.3"]
+            .map(|from| {
+                let mut c = s.connect_from(from);
+                scope.spawn(move || {
+                    c.write_all(
+                        b"GET /cgi-bin/slow HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+                    )
                     .unwrap();
-                read_to_close(&mut c)
+                    read_to_close(&mut c)
+                })
             })
-        })
-        .collect();
-    assert!(wait_until(Duration::from_secs(10), || processes_with(
-        &slow_of(&s)
-    )
-    .len()
-        >= 2));
-    let r = s.get("/cgi-bin/sized", &[]);
-    assert_eq!(r.status, 503);
-    assert_eq!(r.header("retry-after"), Some("5"));
-    s.assert_healthy();
-    for t in slow {
-        assert!(t.join().unwrap().contains("\r\nslow\r\n"));
-    }
+            .into_iter()
+            .collect();
+        assert!(wait_until(Duration::from_secs(10), || processes_with(
+            &slow_of(&s)
+        )
+        .len()
+            >= 2));
+        let r = s.get("/cgi-bin/sized", &[]);
+        assert_eq!(r.status, 503);
+        assert_eq!(r.header("retry-after"), Some("5"));
+        s.assert_healthy();
+        // The same client again: its turn comes when its script ends.
+        let mut c = s.connect_from("127.0.0.2");
+        c.write_all(b"GET /cgi-bin/sized HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let turn = read_response(&mut c, false).map(|r| r.status);
+        assert_eq!(turn, Some(200), "{}", s.log_text());
+        for t in slow {
+            assert!(t.join().unwrap().contains("\r\nslow\r\n"));
+        }
+    });
     assert_eq!(s.get("/cgi-bin/sized", &[]).status, 200, "slots free again");
 }
 
@@ -878,5 +890,139 @@ fn a_local_redirect_goes_through_the_whole_pipeline() {
     assert!(!out.contains("CONTENT_LENGTH="), "{out}");
     let r = s.get("/cgi-bin/loop", &[]);
     assert_eq!(r.status, 500);
+    s.assert_healthy();
+}
+
+/// The uhttpd mapping's CGI limits (`cgi-max 3`, `header-timeout 30`,
+/// `cgi-max-body` 1 GiB) under one hostile client: uploads to a script
+/// reading its stdin, and chunked heads with no body. The owner, at
+/// another address, still gets his pages and his login POST, each
+/// answered within 2 s.
+#[test]
+fn one_client_holding_script_slots_leaves_the_owner_his_pages() {
+    for t in Transport::all() {
+        let s = Server::start_in_over(
+            t,
+            cgi_root(),
+            &[
+                "--cgi-max",
+                "3",
+                "--header-timeout",
+                "30",
+                "--cgi-max-body",
+                "1073741824",
+            ],
+        );
+        let (hostile, owner) = ("127.0.0.2", "127.0.0.3");
+        let count = format!("{}/cgi-bin/count", s.root.path().display());
+        let mut held = Vec::new();
+        // Uploads: the start of a large body, the rest well within its pace.
+        for _ in 0..2 {
+            let mut c = s.open_from(hostile);
+            c.write_all(
+                b"POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000\r\n\r\n",
+            )
+            .unwrap();
+            c.write_all(&[b'x'; 9000]).unwrap();
+            held.push(c);
+        }
+        assert!(
+            wait_until(Duration::from_secs(10), || !processes_with(&count)
+                .is_empty()),
+            "{t:?}: an upload's script runs: {}",
+            s.log_text()
+        );
+        // Chunked heads without a body, until the server refuses one.
+        let (tx, rx) = std::sync::mpsc::channel();
+        for _ in 0..6 {
+            let mut c = s.open_from(hostile);
+            c.write_all(
+                b"POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n",
+            )
+            .unwrap();
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(40)));
+                let status = read_response(&mut c, false).map(|r| r.status);
+                let _ = tx.send(status);
+                // Held open until the test ends.
+                let _ = read_to_close(&mut c);
+            });
+        }
+        let refused = rx.recv_timeout(Duration::from_secs(10));
+        assert_eq!(refused, Ok(Some(503)), "{t:?}: {}", s.log_text());
+        for _ in 0..3 {
+            let mut c = s.open_from(owner);
+            let _ = c.tcp().set_read_timeout(Some(owner_bound()));
+            c.write_all(b"GET /cgi-bin/sized HTTP/1.1\r\nHost: t\r\n\r\n")
+                .unwrap();
+            let page = read_response(&mut c, false).map(|r| (r.status, r.text()));
+            assert_eq!(
+                page,
+                Some((200, "hello".into())),
+                "{t:?}: the owner's page: {}",
+                s.log_text()
+            );
+            let login = "luci_username=root&luci_password=secret";
+            c.write_all(
+                format!(
+                    "POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{login}",
+                    login.len()
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+            let answer = read_response(&mut c, false).map(|r| (r.status, r.text()));
+            assert_eq!(
+                answer,
+                Some((200, format!("{}\n", login.len()))),
+                "{t:?}: the owner's login POST: {}",
+                s.log_text()
+            );
+        }
+        drop(held);
+    }
+}
+
+/// A chunked body is read at the least pace (`cgi-body-rate`), as a body
+/// with a length is: a steady upload longer than `header-timeout` reaches
+/// the script whole, a trickle below the pace gets 408.
+#[test]
+fn a_chunked_body_is_read_at_its_pace_not_by_one_deadline() {
+    let s = start(&["--header-timeout", "2"]);
+    let mut c = s.connect();
+    c.write_all(b"POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .unwrap();
+    // 4 KB/s, four times the least pace, for twice the head timeout.
+    for _ in 0..16 {
+        c.write_all(format!("3e8\r\n{}\r\n", "u".repeat(1000)).as_bytes())
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    c.write_all(b"0\r\n\r\n").unwrap();
+    let r = read_response(&mut c, false).expect("an answer");
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "16000\n".into()),
+        "{}",
+        s.log_text()
+    );
+    // A byte of body every half second: cut once the grace is spent.
+    let mut c = s.connect();
+    c.write_all(b"POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut first = [0u8; 12];
+    let mut answered = false;
+    for _ in 0..20 {
+        let _ = c.write_all(b"1\r\nx\r\n");
+        if c.read_exact(&mut first).is_ok() {
+            answered = true;
+            break;
+        }
+    }
+    assert!(answered, "a trickle went on: {}", s.log_text());
+    assert_eq!(&first, b"HTTP/1.1 408");
     s.assert_healthy();
 }

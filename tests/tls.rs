@@ -1240,7 +1240,7 @@ fn a_thousand_half_open_handshakes_do_not_stop_a_normal_client() {
     let mut held = Vec::new();
     // From 4 addresses: one client holds at most a quarter of the limit.
     for i in 0..1000 {
-        let mut c = connect_from(&format!("127.0.1.{}", i / 250 + 1), t.port);
+        let mut c = connect_from_to(&format!("127.0.1.{}", i / 250 + 1), t.port);
         c.write_all(&hello[..hello.len() - 10]).unwrap();
         held.push(c);
     }

@@ -10,6 +10,7 @@
 
 mod common;
 
+use std::io::Write;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -525,7 +526,16 @@ fn post_in_thread(
     body: String,
     tx: &mpsc::Sender<(&'static str, String)>,
 ) {
-    let mut c = s.open();
+    answer_in_thread(s.open(), tag, body, tx);
+}
+
+/// `post_in_thread` on connection `c`.
+fn answer_in_thread(
+    mut c: Conn,
+    tag: &'static str,
+    body: String,
+    tx: &mpsc::Sender<(&'static str, String)>,
+) {
     let tx = tx.clone();
     std::thread::spawn(move || {
         send_post(&mut c, "/ubus", body.as_bytes(), &[]);
@@ -1021,6 +1031,9 @@ fn calls_at_once_on_one_worker_each_get_their_own_answer() {
     let bus = UbusStandin::start(&dir);
     let s = ubus_server(Transport::Plain, &dir, &bus, "workers 1\n");
     let (tx, rx) = mpsc::channel();
+    // Each from an address of its own: one client holds a share of the
+    // calls in flight.
+    let from = |i: u32| s.open_from(&format!("127.0.1.{}", i + 1));
     // Slow ones answered in the reverse of their order, echoes between.
     let slow = ["0.6", "0.4", "0.2"];
     for (i, secs) in slow.iter().enumerate() {
@@ -1031,11 +1044,11 @@ fn calls_at_once_on_one_worker_each_get_their_own_answer() {
             "slow",
             &format!(r#"{{"seconds":{secs}}}"#),
         );
-        post_in_thread(&s, "slow", body, &tx);
+        answer_in_thread(from(100 + i as u32), "slow", body, &tx);
     }
     for n in 0..16u32 {
-        post_in_thread(
-            &s,
+        answer_in_thread(
+            from(n),
             "echo",
             call_body(n, ADMIN, "test", "echo", &format!(r#"{{"n":{n}}}"#)),
             &tx,
@@ -1105,3 +1118,441 @@ fn an_event_stream_does_not_outlive_its_ubusd_silently() {
     );
     s.assert_healthy();
 }
+
+/// One hostile client per address, from the attacks on the endpoint:
+/// wrong-password `session.login` calls (rpcd takes 3 s to refuse each
+/// here) and slow calls of a session it holds, each on many connections,
+/// over and over. The owner, at another address, logs in over ubus and
+/// makes calls with that session and with another live one, each answered
+/// within 2 s.
+#[test]
+fn a_login_flood_and_slow_calls_leave_the_owner_room() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-shares");
+        let bus = UbusStandin::start_slow_logins(&dir, 3.0);
+        let s = ubus_server(t, &dir, &bus, "");
+        let stop = AtomicBool::new(false);
+        let guesses = call_body(
+            1,
+            ANONYMOUS,
+            "session",
+            "login",
+            r#"{"username":"root","password":"guess"}"#,
+        );
+        let slow = call_body(1, ADMIN, "test", "slow", r#"{"seconds":5}"#);
+        let refused = [Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0))];
+        /// Ends the floods however the scope ends, so it can join them.
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        std::thread::scope(|scope| {
+            let _stop = Stop(&stop);
+            let floods = [("127.0.0.2", &guesses, 70), ("127.0.0.4", &slow, 40)];
+            for ((from, body, n), refused) in floods.into_iter().zip(&refused) {
+                for _ in 0..n {
+                    let (s, stop) = (&s, &stop);
+                    let refused = refused.clone();
+                    scope.spawn(move || {
+                        let mut c = s.open_from(from);
+                        while !stop.load(Ordering::Relaxed) {
+                            send_post(&mut c, "/ubus", body.as_bytes(), &[]);
+                            match read_response(&mut c, false) {
+                                Some(r) if r.status == 503 => {
+                                    refused.fetch_add(1, Ordering::Relaxed);
+                                    // A flood, not a busy loop on a shared machine.
+                                    std::thread::sleep(Duration::from_millis(50));
+                                }
+                                Some(_) => {}
+                                None => c = s.open_from(from),
+                            }
+                        }
+                    });
+                }
+            }
+            let flooding = wait_until(WAIT, || {
+                refused.iter().all(|n| n.load(Ordering::Relaxed) > 0)
+            });
+            assert!(flooding, "{t:?}: the floods were never refused");
+            let mut c = s.open_from("127.0.0.3");
+            let _ = c.tcp().set_read_timeout(Some(owner_bound()));
+            let mut ask = |body: &str| {
+                send_post(&mut c, "/ubus", body.as_bytes(), &[]);
+                let r = read_response(&mut c, false).expect("an answer within 2 s");
+                assert_eq!(r.status, 200, "{t:?}: {}\n{}", r.text(), s.log_text());
+                Json::parse(&r.text()).unwrap()
+            };
+            let login = ask(&call_body(
+                1,
+                ANONYMOUS,
+                "session",
+                "login",
+                r#"{"username":"root","password":"secret"}"#,
+            ));
+            assert_eq!(login.get("result").at(0).i64(), Some(0), "{login:?}");
+            let sid = login
+                .get("result")
+                .at(1)
+                .get("ubus_rpc_session")
+                .str()
+                .expect("a session")
+                .to_string();
+            for _ in 0..3 {
+                let board = ask(&call_body(2, &sid, "system", "board", "{}"));
+                assert_eq!(
+                    board.get("result").at(1).get("board_name").str(),
+                    Some("marmoset,standin"),
+                    "{board:?}"
+                );
+                let echo = ask(&call_body(3, READER, "test", "echo", r#"{"a":1}"#));
+                assert_eq!(echo.get("result").at(0).i64(), Some(0), "{echo:?}");
+            }
+        });
+        s.assert_healthy();
+    }
+}
+
+/// LuCI's pages are scripts, its session rpcd's: a script request whose
+/// login cookie names a session the endpoint knows finds the script slot
+/// kept for it, however many addresses hold the others. Uploads from
+/// three hostile addresses under the uhttpd mapping's `cgi-max 3`; the
+/// owner, logged in over ubus, gets his page within 2 s.
+#[test]
+fn a_luci_session_finds_a_script_slot_whatever_holds_the_others() {
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-cgi");
+        let bus = UbusStandin::start(&dir);
+        let s = Server::start_with_config_over(t, &luci_config(&dir, &bus), luci_root(), &[]);
+        let mut c = s.open_from("127.0.0.3");
+        let sid = log_in(&mut c, &s);
+        let count = format!("{}/cgi-bin/count", s.root.path().display());
+        let (tx, rx) = mpsc::channel();
+        for from in ["127.0.0.2", "127.0.0.5", "127.0.0.6"] {
+            hold_upload(s.open_from(from), &tx);
+        }
+        let mut refused = Vec::new();
+        let held = wait_until(WAIT, || {
+            refused.extend(rx.try_iter());
+            running(&count) >= 3 || (running(&count) == 2 && refused == [Some(503)])
+        });
+        assert!(held, "{t:?}: {refused:?}\n{}", s.log_text());
+        assert_luci_pages(&mut c, &sid, &s);
+    }
+}
+
+/// The endpoint and the uhttpd mapping's CGI limits.
+fn luci_config(dir: &TempDir, bus: &UbusStandin) -> std::path::PathBuf {
+    ubus_config(
+        dir,
+        bus,
+        "cgi-max 3\nheader-timeout 30\ncgi-max-body 1073741824\n",
+    )
+}
+
+/// A root with `count` (its body's length) and `page` (a status page).
+fn luci_root() -> TempDir {
+    let root = TempDir::new("ubus-cgi-root");
+    root.write("index.html", "<!DOCTYPE html><title>t</title>hello\n");
+    script(
+        &root,
+        "count",
+        "n=$(wc -c | tr -d ' '); printf 'Content-Type: text/plain\\n\\n%s\\n' \"$n\"\n",
+    );
+    script(
+        &root,
+        "page",
+        "printf 'Content-Type: text/html\\n\\nstatus page'\n",
+    );
+    root
+}
+
+/// Logs in over ubus on `c`, whose answers must come within 2 s from now
+/// on; the new session.
+fn log_in(c: &mut Conn, s: &Server) -> String {
+    let _ = c.tcp().set_read_timeout(Some(owner_bound()));
+    let login = call_body(
+        1,
+        ANONYMOUS,
+        "session",
+        "login",
+        r#"{"username":"root","password":"secret"}"#,
+    );
+    send_post(c, "/ubus", login.as_bytes(), &[]);
+    let login = json_of(&read_response(c, false).expect("an answer"), s);
+    login
+        .get("result")
+        .at(1)
+        .get("ubus_rpc_session")
+        .str()
+        .expect("a session")
+        .to_string()
+}
+
+/// Sends `head` on `h` (and `body`), held open; the status of its answer,
+/// if one comes, on `tx`.
+fn hold(mut h: Conn, head: &[u8], body: &[u8], tx: &mpsc::Sender<Option<u16>>) {
+    h.write_all(head).unwrap();
+    h.write_all(body).unwrap();
+    let tx = tx.clone();
+    std::thread::spawn(move || {
+        let _ = h.tcp().set_read_timeout(Some(Duration::from_secs(40)));
+        let _ = tx.send(read_response(&mut h, false).map(|r| r.status));
+        let _ = read_to_close(&mut h);
+    });
+}
+
+/// An upload to `count` whose script may start: the start of its large body.
+fn hold_upload(h: Conn, tx: &mpsc::Sender<Option<u16>>) {
+    let head = b"POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000\r\n\r\n";
+    hold(h, head, &[b'x'; 9000], tx);
+}
+
+/// LuCI's page, with its login cookie, three times on `c`: each 200.
+fn assert_luci_pages(c: &mut Conn, sid: &str, s: &Server) {
+    for _ in 0..3 {
+        let page =
+            format!("GET /cgi-bin/page HTTP/1.1\r\nHost: t\r\nCookie: sysauth_http={sid}\r\n\r\n");
+        c.write_all(page.as_bytes()).unwrap();
+        let r = read_response(c, false).map(|r| (r.status, r.text()));
+        assert_eq!(r, Some((200, "status page".into())), "{}", s.log_text());
+    }
+}
+
+/// The same over IPv6, the hostile host and the owner in one /64 as on a
+/// router's LAN: uploads and chunked heads from one address, the owner's
+/// LuCI pages from another, with his session, each within 2 s.
+#[test]
+fn over_ipv6_a_luci_session_finds_a_script_slot_beside_a_host_of_its_own_64() {
+    let (hostile, owner) = ("fd00:18:5::2", "fd00:18:5::3");
+    if !add_ipv6_to_lo(&["fd00:18:5::2/64", "fd00:18:5::3/64"]) {
+        eprintln!("skipped: adding {hostile} and {owner} to lo needs root");
+        return;
+    }
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-cgi-v6");
+        let bus = UbusStandin::start(&dir);
+        let args = v6_listeners(t);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let s = Server::start_with_config_over(t, &luci_config(&dir, &bus), luci_root(), &args);
+        let mut c = s.open_from_v6(owner);
+        let sid = log_in(&mut c, &s);
+        let count = format!("{}/cgi-bin/count", s.root.path().display());
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..3 {
+            hold_upload(s.open_from_v6(hostile), &tx);
+        }
+        let chunked =
+            b"POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+        for _ in 0..3 {
+            hold(s.open_from_v6(hostile), chunked, b"", &tx);
+        }
+        let mut refused = Vec::new();
+        let held = wait_until(WAIT, || {
+            refused.extend(rx.try_iter());
+            running(&count) >= 3 || (running(&count) == 1 && refused.contains(&Some(503)))
+        });
+        assert!(held, "{t:?}: {refused:?}\n{}", s.log_text());
+        assert_luci_pages(&mut c, &sid, &s);
+    }
+}
+
+/// Listeners on 127.0.0.1 (where the harness waits) and on [::] for `t`.
+fn v6_listeners(t: Transport) -> Vec<String> {
+    let mut args = vec!["--listen".to_string(), "127.0.0.1:0".to_string()];
+    if t != Transport::Plain {
+        args.extend(["--listen".to_string(), t.listen("127.0.0.1:0")]);
+    }
+    args.extend(["--listen".to_string(), t.listen("[::]:0")]);
+    args
+}
+
+/// Scripts running whose command line holds `needle`: such processes
+/// whose parent is not one (a subshell is its script's).
+fn running(needle: &str) -> usize {
+    let matching: Vec<(String, String)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            let cmd = std::fs::read(path.join("cmdline")).ok()?;
+            let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+            // pid (comm) state ppid ...: the comm may hold spaces.
+            let ppid = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .to_string();
+            let pid = path.file_name()?.to_str()?.to_string();
+            String::from_utf8_lossy(&cmd)
+                .contains(needle)
+                .then_some((pid, ppid))
+        })
+        .collect();
+    matching
+        .iter()
+        .filter(|(_, ppid)| !matching.iter().any(|(pid, _)| pid == ppid))
+        .count()
+}
+
+/// Over IPv6, from one /64 as on a router's LAN: a host floods
+/// wrong-password logins while the owner, on another address of the same
+/// /64, calls with the session he logged in with before, each call
+/// answered within 2 s: a known session finds the calls anonymous ones
+/// cannot take, whoever shares its client.
+#[test]
+fn over_ipv6_a_session_finds_room_beside_a_login_flood_from_its_own_64() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let (hostile, owner) = ("fd00:18:5::2", "fd00:18:5::3");
+    if !add_ipv6_to_lo(&["fd00:18:5::2/64", "fd00:18:5::3/64"]) {
+        eprintln!("skipped: adding {hostile} and {owner} to lo needs root");
+        return;
+    }
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-v6");
+        let bus = UbusStandin::start_slow_logins(&dir, 3.0);
+        let conf = ubus_config(&dir, &bus, "");
+        let root = TempDir::new("ubus-v6-root");
+        root.write("index.html", "hello\n");
+        let args = v6_listeners(t);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let s = Server::start_with_config_over(t, &conf, root, &args);
+        let mut c = s.open_from_v6(owner);
+        let _ = c.tcp().set_read_timeout(Some(owner_bound()));
+        let ask = |c: &mut Conn, body: &str| {
+            send_post(c, "/ubus", body.as_bytes(), &[]);
+            let r = read_response(c, false).expect("an answer within 2 s");
+            assert_eq!(r.status, 200, "{t:?}: {}\n{}", r.text(), s.log_text());
+            Json::parse(&r.text()).unwrap()
+        };
+        let login = ask(
+            &mut c,
+            &call_body(
+                1,
+                ANONYMOUS,
+                "session",
+                "login",
+                r#"{"username":"root","password":"secret"}"#,
+            ),
+        );
+        let sid = login
+            .get("result")
+            .at(1)
+            .get("ubus_rpc_session")
+            .str()
+            .expect("a session")
+            .to_string();
+        let stop = AtomicBool::new(false);
+        let refused = AtomicUsize::new(0);
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let guess = call_body(
+            1,
+            ANONYMOUS,
+            "session",
+            "login",
+            r#"{"username":"root","password":"guess"}"#,
+        );
+        std::thread::scope(|scope| {
+            let _stop = Stop(&stop);
+            for _ in 0..70 {
+                let (s, stop, refused, guess) = (&s, &stop, &refused, &guess);
+                scope.spawn(move || {
+                    let mut h = s.open_from_v6(hostile);
+                    while !stop.load(Ordering::Relaxed) {
+                        send_post(&mut h, "/ubus", guess.as_bytes(), &[]);
+                        match read_response(&mut h, false) {
+                            Some(r) if r.status == 503 => {
+                                refused.fetch_add(1, Ordering::Relaxed);
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                            Some(_) => {}
+                            None => h = s.open_from_v6(hostile),
+                        }
+                    }
+                });
+            }
+            let flooding = wait_until(WAIT, || refused.load(Ordering::Relaxed) > 0);
+            assert!(flooding, "{t:?}: the flood was never refused");
+            for _ in 0..3 {
+                let board = ask(&mut c, &call_body(2, &sid, "system", "board", "{}"));
+                assert_eq!(
+                    board.get("result").at(1).get("board_name").str(),
+                    Some("marmoset,standin"),
+                    "{board:?}"
+                );
+            }
+        });
+    }
+}
+
+/// Wrong-password logins from three addresses fill every place requests
+/// without a known session may take; the owner, at a fourth, still logs
+/// in over ubus within 2 s, each time: a freed place goes first to the
+/// waiting client that holds the fewest.
+#[test]
+fn a_login_flood_from_many_addresses_leaves_the_owner_his_login() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-logins");
+        let bus = UbusStandin::start_slow_logins(&dir, 1.0);
+        let s = ubus_server(t, &dir, &bus, "");
+        let stop = AtomicBool::new(false);
+        let refused = AtomicUsize::new(0);
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let guess = call_body(
+            1,
+            ANONYMOUS,
+            "session",
+            "login",
+            r#"{"username":"root","password":"guess"}"#,
+        );
+        std::thread::scope(|scope| {
+            let _stop = Stop(&stop);
+            for from in ["127.0.0.2", "127.0.0.5", "127.0.0.6"] {
+                for _ in 0..30 {
+                    let (s, stop, refused, guess) = (&s, &stop, &refused, &guess);
+                    scope.spawn(move || {
+                        let mut h = s.open_from(from);
+                        while !stop.load(Ordering::Relaxed) {
+                            send_post(&mut h, "/ubus", guess.as_bytes(), &[]);
+                            match read_response(&mut h, false) {
+                                Some(r) if r.status == 503 => {
+                                    refused.fetch_add(1, Ordering::Relaxed);
+                                    std::thread::sleep(Duration::from_millis(50));
+                                }
+                                Some(_) => {}
+                                None => h = s.open_from(from),
+                            }
+                        }
+                    });
+                }
+            }
+            let flooding = wait_until(WAIT, || {
+                refused.load(Ordering::Relaxed) > 0
+                    && bus.count("invoke session login") >= 3 * UBUS_ANONYMOUS_PER_CLIENT
+            });
+            assert!(flooding, "{t:?}: the flood was never refused");
+            for _ in 0..3 {
+                let mut c = s.open_from("127.0.0.3");
+                let sid = log_in(&mut c, &s);
+                assert_eq!(sid.len(), 32, "{sid}");
+            }
+        });
+    }
+}
+
+/// Requests without a known session one client may have in flight.
+const UBUS_ANONYMOUS_PER_CLIENT: usize = 8;

@@ -46,9 +46,6 @@ pub struct Exchange<'a> {
     /// The script's time once it has its whole body, and its time to
     /// take each piece of it.
     pub timeout: Duration,
-    /// The least pace of the request body and its grace (`header-timeout`).
-    pub body_rate: Option<u64>,
-    pub client_wait: Duration,
     pub version: Version,
     /// The client's request allows keep-alive.
     pub keep_alive: bool,
@@ -100,8 +97,9 @@ pub struct Outcome {
 }
 
 impl Exchange<'_> {
-    /// Runs the script and, unless it fails before its head, answers the client.
-    pub async fn run(&self, job: &Job, body: ScriptInput) -> Result<Outcome, End> {
+    /// Runs the script and, unless it fails before its head, answers the
+    /// client. What is still on the socket of the body comes at `pace`.
+    pub async fn run(&self, job: &Job, body: ScriptInput, pace: &Pace) -> Result<Outcome, End> {
         let name = job.script.rel.as_str();
         let (program, arg) = job.program();
         let child = match spawn::spawn(program, arg.as_slice(), job.env(), job.dir()) {
@@ -123,12 +121,11 @@ impl Exchange<'_> {
         let mut sent_head = false;
         // Set once the answer went out with the body still coming.
         let draining = Cell::new(false);
-        let pace = Pace::new(self.body_rate, self.client_wait);
         // The body, then the script's own time: `cgi-timeout` runs from
         // the end of its input, so a slow upload is the pace's to judge.
         let fed = Cell::new(false);
         let stop = async {
-            match self.feed_stdin(stdin, body, &pace).await {
+            match self.feed_stdin(stdin, body, pace).await {
                 Fed::Whole => {
                     fed.set(true);
                     if !draining.get() {

@@ -4,6 +4,7 @@
 
 pub(crate) mod exchange;
 pub mod output;
+pub(crate) mod running;
 pub(crate) mod script;
 pub(crate) mod settings;
 pub(crate) mod spawn;

@@ -11,6 +11,7 @@ pub(crate) mod ktls;
 pub(crate) mod notify;
 pub(crate) mod pace;
 pub(crate) mod reclaim;
+pub(crate) mod share;
 pub(crate) mod slots;
 pub(crate) mod sock;
 #[cfg(feature = "tls")]

@@ -10,6 +10,5 @@ pub(crate) mod outgoing;
 pub(crate) mod pool;
 pub(crate) mod relay;
 pub(crate) mod settings;
-pub(crate) mod share;
 pub(crate) mod streams;
 pub(crate) mod tunnel;

@@ -16,10 +16,10 @@ use std::time::Instant;
 use crate::limits::{PROXY_IDLE, PROXY_IDLE_FOR};
 use crate::net::client::Client;
 use crate::net::deadline::Deadlines;
+use crate::net::share::{Share, Shares};
 use crate::net::slots::{Slot, Slots};
 use crate::proxy::backend::{Failed, Stream};
 use crate::proxy::settings::{Address, Settings};
-use crate::proxy::share::{Share, Shares};
 use crate::proxy::streams::{Cut, Place, Streams};
 
 pub struct Pool {

@@ -13,6 +13,9 @@ use std::time::Instant;
 use futures_lite::future;
 
 use crate::cgi::exchange::{self, Answer, Exchange};
+use crate::cgi::running::Refused;
+#[cfg(feature = "ubus")]
+use crate::cgi::running::luci_sessions;
 use crate::cgi::script::Job;
 use crate::http::chunked;
 use crate::http::gunzip::Gunzip;
@@ -20,13 +23,14 @@ use crate::http::header;
 use crate::http::request::{self, BodyKind, Field, Reject, Version};
 use crate::http::response::{self, Body, HeadContext, Response};
 use crate::http::status::Status;
-use crate::limits::OUT_BUF;
+use crate::limits::{CGI_SHARE_WAIT, HEAD_BUF, OUT_BUF};
 use crate::limits::{
     LINGER_BYTES, LINGER_TIME, MAX_CGI_CHUNKED_BODY, MAX_DISCARDED_BODY, MAX_LOCAL_REDIRECTS,
 };
 use crate::logs::access_log;
 use crate::net::deadline::within;
 use crate::net::input::Input;
+use crate::net::pace::Pace;
 use crate::net::reclaim::Place;
 use crate::net::slots::Slot;
 #[cfg(feature = "tls")]
@@ -447,8 +451,16 @@ impl Conn {
         if matches!(meta.body, BodyKind::Length(n) if n > settings.max_body) {
             return self.fail(Status::ContentTooLarge, &job, unread).await;
         }
-        let Some(_running) = self.w.scripts.take() else {
-            return self.fail(Status::ServiceUnavailable, &job, unread).await;
+        let client = self.w.config.links.client(self.sock.peer.ip());
+        let pace = Pace::new(settings.body_rate, self.w.config.header_timeout);
+        // A chunked body is decoded whole before its script starts: while
+        // it comes it holds a place among the bodies, not a script slot.
+        let _body_place = match meta.body {
+            BodyKind::Chunked => match self.w.scripts.body(client) {
+                Ok(place) => Some(place),
+                Err(refused) => return self.refuse_script(refused, &job, unread).await,
+            },
+            _ => None,
         };
         let has_body = meta.body != BodyKind::None;
         if has_body && meta.expects_continue && reply.version == Version::Http11 {
@@ -457,13 +469,23 @@ impl Conn {
         let body = match meta.body {
             BodyKind::None => exchange::ScriptInput::default(),
             BodyKind::Length(n) => {
+                // The script starts once its body does: a head alone
+                // holds no slot. A body that stops short is answered as
+                // one that stops mid-stream: 408.
+                match self.body_start(n, &pace).await {
+                    Ok(()) => {}
+                    Err(End::Timeout | End::Closed) => {
+                        return self.fail(Status::RequestTimeout, &job, unread).await;
+                    }
+                    Err(end) => return Err(end),
+                }
                 let buffered = self.input.take(n);
                 exchange::ScriptInput {
                     on_socket: n - buffered.len() as u64,
                     buffered,
                 }
             }
-            BodyKind::Chunked => match self.read_chunked().await {
+            BodyKind::Chunked => match self.read_chunked(&pace).await {
                 Ok(decoded) => {
                     job.set_content_length(decoded.len() as u64);
                     exchange::ScriptInput {
@@ -474,7 +496,18 @@ impl Conn {
                 Err(status) => return self.fail(status, &job, unread).await,
             },
         };
-        let mut outcome = self.exchange(reply).run(&job, body).await?;
+        let until = Instant::now() + CGI_SHARE_WAIT;
+        let session = self.luci_session_known(&head);
+        let _running = match self
+            .w
+            .scripts
+            .take_waiting(client, session, self.w.deadlines, until)
+            .await
+        {
+            Ok(running) => running,
+            Err(refused) => return self.refuse_script(refused, &job, unread).await,
+        };
+        let mut outcome = self.exchange(reply).run(&job, body, &pace).await?;
         let mut reply = reply;
         let mut redirects = 0;
         loop {
@@ -509,7 +542,7 @@ impl Conn {
             };
             outcome = self
                 .exchange(reply)
-                .run(&job, exchange::ScriptInput::default())
+                .run(&job, exchange::ScriptInput::default(), &pace)
                 .await?;
         }
     }
@@ -566,6 +599,7 @@ impl Conn {
         };
         let exchange = ubus::Exchange {
             sock: &self.sock,
+            client: self.w.config.links.client(self.sock.peer.ip()),
             bus,
             settings: &self.w.config.ubus,
             clock: &self.w.clock,
@@ -639,8 +673,6 @@ impl Conn {
             clock: &self.w.clock,
             child_exited: &self.w.child_exited,
             timeout: self.w.config.cgi.timeout,
-            body_rate: self.w.config.cgi.body_rate,
-            client_wait: self.w.config.header_timeout,
             version: reply.version,
             keep_alive: reply.keep_alive,
             head_only: reply.head_only,
@@ -666,10 +698,56 @@ impl Conn {
         self.send(r, reply)
     }
 
-    /// Reads and decodes a chunked request body, up to the CGI body limit
-    /// (its extensions and trailer fields count too).
-    async fn read_chunked(&mut self) -> Result<Vec<u8>, Status> {
-        let deadline = self.w.deadlines.after(self.w.config.header_timeout);
+    /// Answers a script request that found no slot (or body place) for it.
+    fn refuse_script(
+        &mut self,
+        refused: Refused,
+        job: &Job,
+        reply: Reply,
+    ) -> impl Future<Output = Result<Sent, End>> + '_ {
+        if refused == Refused::Share {
+            log::warn!(
+                "cgi {}: {} runs {} scripts; 503",
+                job.script.rel,
+                self.sock.peer.ip(),
+                self.w.scripts.per_client()
+            );
+        }
+        self.fail(Status::ServiceUnavailable, job, reply)
+    }
+
+    /// Whether a script request carries a LuCI session the ubus endpoint
+    /// knows (`head` is its head).
+    fn luci_session_known(&self, head: &[u8]) -> bool {
+        #[cfg(feature = "ubus")]
+        if let Some(bus) = self.w.ubus.as_ref() {
+            let mut headers = request::empty_headers();
+            if let Ok(Some(req)) = request::parse(head, &mut headers) {
+                return luci_sessions(req.headers).any(|sid| bus.sessions.knows(sid));
+            }
+        }
+        // Without the endpoint no session is known.
+        let _ = head;
+        false
+    }
+
+    /// Waits, at the body's pace, until the start of a body of `len` bytes
+    /// is buffered: all of it, or as much as the head buffer holds.
+    async fn body_start(&mut self, len: u64, pace: &Pace) -> Result<(), End> {
+        let want = len.min(HEAD_BUF as u64) as usize;
+        while self.input.bytes().len() < want {
+            let from = Instant::now();
+            match self.input.read_more(&self.sock, pace.until()).await? {
+                0 => return Err(End::Closed),
+                n => pace.waited(from, n),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads and decodes a chunked request body at its pace, up to the
+    /// CGI body limit (its extensions and trailer fields count too).
+    async fn read_chunked(&mut self, pace: &Pace) -> Result<Vec<u8>, Status> {
         let max = self.w.config.cgi.max_body.min(MAX_CGI_CHUNKED_BODY);
         let mut decoder = chunked::Decoder::default();
         let mut body = Vec::new();
@@ -687,9 +765,11 @@ impl Conn {
             if decoder.is_done() {
                 return Ok(body);
             }
-            match self.input.read_more(&self.sock, deadline).await {
-                Ok(0) | Err(_) => return Err(Status::BadRequest),
-                Ok(_) => {}
+            let from = Instant::now();
+            match self.input.read_more(&self.sock, pace.until()).await {
+                Ok(0) | Err(End::Closed | End::Io) => return Err(Status::BadRequest),
+                Ok(n) => pace.waited(from, n),
+                Err(_) => return Err(Status::RequestTimeout),
             }
         }
     }

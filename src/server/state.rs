@@ -9,11 +9,12 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use crate::cgi::running::Scripts;
 use crate::config::Config;
 use crate::http::clock::Clock;
-use crate::limits::{CLIENT_SHARE_MIN, CLIENT_SHARE_PART};
 #[cfg(feature = "ubus")]
-use crate::limits::{UBUS_MAX_CALLS, UBUS_MAX_SUBSCRIBERS};
+use crate::limits::UBUS_MAX_SUBSCRIBERS;
+use crate::limits::{CLIENT_SHARE_MIN, CLIENT_SHARE_PART};
 use crate::logs::access_log::AccessLog;
 use crate::net::buffers::Pool;
 use crate::net::deadline::Deadlines;
@@ -47,9 +48,9 @@ pub struct Worker {
     pub reclaim: Reclaim,
     /// Other workers accept on the same sockets.
     pub shares_listeners: bool,
-    /// This worker's share of the scripts that may run at once, over
-    /// every generation.
-    pub scripts: Slots,
+    /// This worker's share of the scripts that may run at once, and each
+    /// client's share of those, over every generation.
+    pub scripts: Scripts,
     /// Login failures per client, over every generation.
     failures: Rc<RefCell<Failures>>,
     /// Connections to proxy backends, open and kept.
@@ -88,7 +89,6 @@ impl Worker {
         before: Option<&Worker>,
     ) -> Worker {
         let connections = config.max_connections.div_ceil(workers);
-        let scripts = config.cgi.max.div_ceil(workers);
         let failures = match before {
             Some(b) => b.failures.clone(),
             None => Rc::new(RefCell::new(Failures::new(auth::fail_share(slot, workers)))),
@@ -111,9 +111,15 @@ impl Worker {
                 None => Reclaim::new(client_share(connections)),
             },
             shares_listeners: workers > 1,
-            scripts: match before {
-                Some(b) => b.scripts.limited(scripts),
-                None => Slots::new(scripts),
+            scripts: {
+                let (max, keep) = (
+                    config.cgi.max.div_ceil(workers),
+                    config.ubus.prefix.is_some(),
+                );
+                match before {
+                    Some(b) => b.scripts.after(max, keep),
+                    None => Scripts::new(max, keep),
+                }
             },
             proxy: match before {
                 Some(b) => ProxyPool::after(&config.proxy, &b.proxy),
@@ -124,7 +130,7 @@ impl Worker {
                 let path = config.ubus.socket.clone();
                 match before.and_then(|b| b.ubus.as_ref()) {
                     Some(b) => Bus::after(path, b),
-                    None => Bus::new(path, deadlines, UBUS_MAX_CALLS, UBUS_MAX_SUBSCRIBERS),
+                    None => Bus::new(path, deadlines, UBUS_MAX_SUBSCRIBERS),
                 }
             }),
             stopping: Cell::new(false),

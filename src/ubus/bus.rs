@@ -26,7 +26,9 @@ use crate::net::deadline::{Deadlines, within};
 use crate::net::notify::Notify;
 use crate::net::slots::{Slot, Slots};
 use crate::ubus::blob::{self, Builder, Message};
+use crate::ubus::calls::Calls;
 use crate::ubus::json;
+use crate::ubus::sessions::Sessions;
 
 /// Why a bus exchange gave no answer.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -67,23 +69,22 @@ pub struct Bus {
     deadlines: &'static Deadlines,
     link: RefCell<Option<Rc<Link>>>,
     subscribers: Slots,
-    /// Endpoint requests under way (503 beyond).
-    pub calls: Slots,
+    /// Endpoint requests under way, each client's share (503 beyond);
+    /// shared by the generations of a process.
+    pub calls: Rc<Calls>,
+    /// The sessions rpcd accepted lately, likewise shared.
+    pub sessions: Rc<Sessions>,
 }
 
 impl Bus {
-    pub fn new(
-        path: PathBuf,
-        deadlines: &'static Deadlines,
-        calls: usize,
-        subscribers: usize,
-    ) -> Bus {
+    pub fn new(path: PathBuf, deadlines: &'static Deadlines, subscribers: usize) -> Bus {
         Bus {
             path,
             deadlines,
             link: RefCell::new(None),
             subscribers: Slots::new(subscribers),
-            calls: Slots::new(calls),
+            calls: Rc::default(),
+            sessions: Rc::default(),
         }
     }
 
@@ -97,6 +98,7 @@ impl Bus {
             link: RefCell::new(None),
             subscribers: before.subscribers.clone(),
             calls: before.calls.clone(),
+            sessions: before.sessions.clone(),
         }
     }
 

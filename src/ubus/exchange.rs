@@ -13,7 +13,8 @@ use crate::http::header::push_num;
 use crate::http::request::{BodyKind, Version};
 use crate::http::response::{self, Body, HeadContext, Response};
 use crate::http::status::Status;
-use crate::limits::UBUS_MAX_BODY;
+use crate::limits::{UBUS_ANONYMOUS_WAIT, UBUS_MAX_BODY};
+use crate::net::client::Client;
 use crate::net::hangup::client_gone;
 use crate::net::input::Input;
 use crate::net::notify::Notify;
@@ -27,6 +28,8 @@ const JSON: &str = "application/json";
 
 pub struct Exchange<'a> {
     pub sock: &'a Sock,
+    /// Who the client is, for its share of the calls.
+    pub client: Client,
     pub bus: &'a Bus,
     pub settings: &'a Settings,
     pub clock: &'a Clock,
@@ -101,17 +104,30 @@ impl Exchange<'_> {
         // Streams have their own bound (subscribers per worker).
         let call = match asked.kind {
             Kind::Subscribe(_) => None,
-            _ => self.bus.calls.take(),
+            _ => match self
+                .bus
+                .calls
+                .take_waiting(
+                    self.client(),
+                    self.with_session(asked, &text),
+                    self.sock.deadlines,
+                    Instant::now() + UBUS_ANONYMOUS_WAIT,
+                )
+                .await
+            {
+                Ok(call) => Some(call),
+                Err(refused) => {
+                    log::warn!("ubus: {} {}; 503", self.sock.peer.ip(), refused.reason());
+                    let a = Answer {
+                        status: Status::ServiceUnavailable,
+                        content_type: JSON,
+                        body: Vec::new(),
+                        keep_alive,
+                    };
+                    return self.send(asked, a).await;
+                }
+            },
         };
-        if call.is_none() && !matches!(asked.kind, Kind::Subscribe(_)) {
-            let a = Answer {
-                status: Status::ServiceUnavailable,
-                content_type: JSON,
-                body: Vec::new(),
-                keep_alive,
-            };
-            return self.send(asked, a).await;
-        }
         let work = async {
             match &asked.kind {
                 Kind::Rpc => Ok(Answer::json(rpc.post(&text).await)),
@@ -146,6 +162,21 @@ impl Exchange<'_> {
             None => Err(End::Closed),
         }
         .inspect(|_| drop(call))
+    }
+
+    fn client(&self) -> Client {
+        self.client
+    }
+
+    /// Whether the request carries sessions the endpoint knows. Without
+    /// the ACL check (`ubus-auth off`) every session is as good as any.
+    fn with_session(&self, asked: &Asked, text: &[u8]) -> bool {
+        let known = |sid: &[u8]| !self.settings.auth || self.bus.sessions.knows(sid);
+        match &asked.kind {
+            Kind::Call(_) => known(&asked.sid),
+            Kind::Rpc => rpc::calls_with_sessions(text, known),
+            _ => false,
+        }
     }
 
     /// The request body, at most uhttpd's 64 KiB; `None` beyond that or

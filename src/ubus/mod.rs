@@ -13,6 +13,8 @@ pub mod blob;
 #[cfg(feature = "ubus")]
 pub mod bus;
 #[cfg(feature = "ubus")]
+pub mod calls;
+#[cfg(feature = "ubus")]
 mod decimal;
 #[cfg(feature = "ubus")]
 pub mod exchange;
@@ -20,4 +22,6 @@ pub mod exchange;
 pub mod json;
 #[cfg(feature = "ubus")]
 pub mod rpc;
+#[cfg(feature = "ubus")]
+pub mod sessions;
 pub mod settings;

@@ -10,9 +10,7 @@ use crate::limits::UBUS_MAX_BATCH;
 use crate::ubus::blob::{self, Builder, T_ARRAY, T_BOOL, T_INT32, T_STRING, T_TABLE, Value};
 use crate::ubus::bus::{Bus, Failure, Reply};
 use crate::ubus::json::{self, write_list, write_string, write_value};
-
-/// uhttpd's anonymous session, for a missing bearer token.
-pub const DEFAULT_SID: &[u8] = b"00000000000000000000000000000000";
+pub use crate::ubus::sessions::DEFAULT_SID;
 
 /// The JSON-RPC errors uhttpd answers, with its messages.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -147,6 +145,52 @@ pub fn parse_error() -> Vec<u8> {
     let mut out = Vec::new();
     rpc_error(&mut out, None, RpcError::Parse);
     out
+}
+
+/// Whether a `POST PREFIX` body calls only with sessions `known` accepts:
+/// one request object or a batch, with at least one `call` and each
+/// `call`'s session accepted (`list` needs none). Its own parse, before
+/// the call slot is taken.
+pub fn calls_with_sessions(body: &[u8], known: impl Fn(&[u8]) -> bool) -> bool {
+    let mut b = Builder::default();
+    if json::parse_into(body, b"", &mut b).is_err() {
+        return false;
+    }
+    let session_of = |table: &[u8]| match parse_request(table) {
+        Parsed {
+            method: Some(b"call"),
+            params: Some(Value::Array(params)),
+            ..
+        } => match blob::fields(params).next().map(|f| f.value) {
+            Some(Value::Str(sid)) => Some(Some(sid.to_vec())),
+            _ => None,
+        },
+        Parsed {
+            method: Some(b"list"),
+            ..
+        } => Some(None),
+        _ => None,
+    };
+    let mut calls = 0;
+    let mut each = |table: &[u8]| match session_of(table) {
+        Some(Some(sid)) => {
+            calls += 1;
+            known(&sid)
+        }
+        Some(None) => true,
+        None => false,
+    };
+    let all = match blob::fields(&b.buf).next().map(|f| f.value) {
+        Some(Value::Table(t)) => each(t),
+        Some(Value::Array(items)) if blob::attrs(items).count() <= UBUS_MAX_BATCH => {
+            blob::fields(items).all(|item| match item.value {
+                Value::Table(t) => each(t),
+                _ => false,
+            })
+        }
+        _ => false,
+    };
+    all && calls > 0
 }
 
 /// The elements of an array or the members of a table.
@@ -316,10 +360,13 @@ impl Rpc<'_> {
         }
         blob::raw_attrs(args).for_each(|a| b.copy(a));
         b.string(b"ubus_rpc_session", sid);
-        match self
+        let reply = self
             .invoke_kept(object, (id, kept), method, &b.buf, self.until())
-            .await
-        {
+            .await;
+        if let Ok(Some(r)) = &reply {
+            self.note_session(object, method, sid, r);
+        }
+        match reply {
             // libubus ends the requests under way with status 7 (timeout)
             // when ubusd goes away, and uhttpd answers that as a result.
             Err(Failure::Lost) => Ok(Reply {
@@ -327,6 +374,24 @@ impl Rpc<'_> {
                 data: Vec::new(),
             }),
             r => r.map_err(RpcError::of)?.ok_or(RpcError::Object),
+        }
+    }
+
+    /// A login's new session is known at once (the owner's next call
+    /// finds room); a destroyed one is forgotten.
+    fn note_session(&self, object: &[u8], method: &[u8], sid: &[u8], reply: &Reply) {
+        if object != b"session" || reply.status != 0 {
+            return;
+        }
+        match method {
+            b"login" => {
+                if let Some(Value::Str(made)) = blob::get(&reply.merged_data(), "ubus_rpc_session")
+                {
+                    self.bus.sessions.remember(made);
+                }
+            }
+            b"destroy" => self.bus.sessions.forget(sid),
+            _ => {}
         }
     }
 
@@ -379,7 +444,11 @@ impl Rpc<'_> {
         {
             Ok(Some(reply)) => {
                 let data = reply.merged_data();
-                blob::get(&data, "access") == Some(Value::Bool(true))
+                let allowed = blob::get(&data, "access") == Some(Value::Bool(true));
+                if allowed {
+                    self.bus.sessions.remember(sid);
+                }
+                allowed
             }
             _ => false,
         }

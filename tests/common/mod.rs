@@ -21,6 +21,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// How soon the owner's requests are answered while a hostile client
+/// floods: 2 s, the bound the server is held to; under qemu-user (a cross
+/// build's binary, emulated) ten times that.
+pub fn owner_bound() -> Duration {
+    if runner().is_empty() {
+        Duration::from_secs(2)
+    } else {
+        Duration::from_secs(20)
+    }
+}
+
 /// How long the server may take to start (qemu-user is slow).
 pub fn start_deadline() -> Duration {
     if runner().is_empty() {
@@ -473,9 +484,46 @@ impl Server {
     /// (all of 127.0.0.0/8 is this host's): another client, as the server
     /// sees it.
     pub fn connect_from(&self, source: &str) -> TcpStream {
-        let c = connect_from(source, self.port);
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        c
+        connect_from_to(source, self.port)
+    }
+
+    /// A connection over the server's transport from `source`, another
+    /// loopback address: another client, as the server sees it.
+    pub fn open_from(&self, source: &str) -> Conn {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            let tcp = connect_from_to(source, tls.port);
+            return Conn::Tls(Box::new(tls::over(tcp, tls.client.clone())));
+        }
+        Conn::Plain(self.connect_from(source))
+    }
+
+    /// `open_from` an IPv6 `source`, to the server's `[::]` listener of
+    /// its transport.
+    pub fn open_from_v6(&self, source: &str) -> Conn {
+        let tls = self.transport != Transport::Plain;
+        let find = || {
+            self.log_text().lines().find_map(|l| {
+                let rest = l.split("listening on [::]:").nth(1)?;
+                let port = match rest.strip_suffix(" (TLS)") {
+                    Some(p) if tls => p,
+                    None if !tls => rest,
+                    _ => return None,
+                };
+                port.trim().parse::<u16>().ok()
+            })
+        };
+        assert!(
+            wait_until(start_deadline(), || find().is_some()),
+            "no [::] listener: {}",
+            self.log_text()
+        );
+        let tcp = connect_from_to(source, find().unwrap());
+        #[cfg(feature = "tls")]
+        if let Some(t) = &self.tls {
+            return Conn::Tls(Box::new(tls::over(tcp, t.client.clone())));
+        }
+        Conn::Plain(tcp)
     }
 
     /// A connection over the server's transport (its handshake done on
@@ -654,6 +702,64 @@ fn read_chunked(c: &mut impl Read) -> Option<Vec<u8>> {
     }
 }
 
+/// A plain TCP connection to 127.0.0.1:`port` from `source`, another
+/// loopback address (all of 127.0.0.0/8 is this host's), or to [::1]:`port`
+/// from an IPv6 `source` on `lo` (`add_ipv6_to_lo`).
+pub fn connect_from_to(source: &str, port: u16) -> TcpStream {
+    use nix::sys::socket::{
+        AddressFamily, SockFlag, SockType, SockaddrIn, SockaddrIn6, bind, connect, socket,
+    };
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
+    use std::os::fd::AsRawFd;
+    let from: IpAddr = source.parse().unwrap();
+    let family = match from {
+        IpAddr::V4(_) => AddressFamily::Inet,
+        IpAddr::V6(_) => AddressFamily::Inet6,
+    };
+    let fd = socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).unwrap();
+    match from {
+        IpAddr::V4(from) => {
+            bind(
+                fd.as_raw_fd(),
+                &SockaddrIn::from(SocketAddrV4::new(from, 0)),
+            )
+            .unwrap();
+            let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+            connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
+        }
+        IpAddr::V6(from) => {
+            let at = SockaddrIn6::from(SocketAddrV6::new(from, 0, 0, 0));
+            bind(fd.as_raw_fd(), &at).unwrap();
+            let to = SocketAddrV6::new(Ipv6Addr::LOCALHOST, port, 0, 0);
+            connect(fd.as_raw_fd(), &SockaddrIn6::from(to)).unwrap();
+        }
+    }
+    let c = TcpStream::from(fd);
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c
+}
+
+/// Adds `addrs` (with their prefix length, `fd00:18:5::2/64`) to `lo`,
+/// so that a test's clients can come from them; `false` when not root.
+/// They stay: another test running beside this one may use them too.
+pub fn add_ipv6_to_lo(addrs: &[&str]) -> bool {
+    if !is_root() {
+        return false;
+    }
+    for a in addrs {
+        let out = Command::new("ip")
+            .args(["-6", "addr", "add", a, "dev", "lo", "nodad"])
+            .output()
+            .expect("ip runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() || err.contains("File exists") || err.contains("already assigned"),
+            "ip -6 addr add {a} dev lo: {err}"
+        );
+    }
+    true
+}
+
 /// A port nothing listens on now (bound, read, released).
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -776,29 +882,4 @@ pub fn fd_count(pid: i32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| d.count())
         .unwrap_or(0)
-}
-
-/// A TCP connection to 127.0.0.1:`port` from `source`, another loopback
-/// address: another client, as the server counts them.
-#[allow(dead_code)]
-pub fn connect_from(source: &str, port: u16) -> TcpStream {
-    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
-    use std::net::{Ipv4Addr, SocketAddrV4};
-    use std::os::fd::AsRawFd;
-    let fd = socket(
-        AddressFamily::Inet,
-        SockType::Stream,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
-    let from: Ipv4Addr = source.parse().unwrap();
-    bind(
-        fd.as_raw_fd(),
-        &SockaddrIn::from(SocketAddrV4::new(from, 0)),
-    )
-    .unwrap();
-    let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
-    connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
-    TcpStream::from(fd)
 }

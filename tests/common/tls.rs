@@ -85,6 +85,11 @@ pub type Stream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 pub fn connect(port: u16, config: Arc<rustls::ClientConfig>) -> Stream {
     let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    over(tcp, config)
+}
+
+/// TLS over a connected `tcp`, the server checked as `localhost`.
+pub fn over(tcp: TcpStream, config: Arc<rustls::ClientConfig>) -> Stream {
     let name = ServerName::try_from("localhost").unwrap();
     let conn = rustls::ClientConnection::new(config, name).unwrap();
     rustls::StreamOwned::new(conn, tcp)

@@ -29,16 +29,25 @@ pub struct UbusStandin {
     pub socket: PathBuf,
     child: Option<Child>,
     generation: u32,
+    /// Seconds a wrong password takes to be refused.
+    login_delay: f64,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl UbusStandin {
     /// A stand-in on `dir/ubus.sock`, once it listens.
     pub fn start(dir: &TempDir) -> UbusStandin {
+        UbusStandin::start_slow_logins(dir, 0.0)
+    }
+
+    /// A stand-in that refuses a wrong password after `seconds`, as rpcd
+    /// hashing it on a slow device.
+    pub fn start_slow_logins(dir: &TempDir, seconds: f64) -> UbusStandin {
         let mut s = UbusStandin {
             socket: dir.path().join("ubus.sock"),
             child: None,
             generation: 0,
+            login_delay: seconds,
             lines: Arc::new(Mutex::new(Vec::new())),
         };
         s.spawn();
@@ -52,6 +61,7 @@ impl UbusStandin {
             .arg(script)
             .arg(&self.socket)
             .args(["--generation", &self.generation.to_string()])
+            .args(["--login-delay", &self.login_delay.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -21,7 +21,8 @@ Its own objects, hosted as if by another client of the bus (rpcd):
                 -> {"access": bool}, from the table below (fnmatch patterns,
                 as rpcd's ACLs); unknown session -> status 4 (not found)
             login {username, password} -> a new session with ADMIN's rights
-                (root / secret; else status 6, permission denied)
+                (root / secret; else status 6, permission denied, after
+                --login-delay seconds: rpcd hashing on a slow device)
             destroy {ubus_rpc_session} -> removes the session
   system    board {} -> a board description as rpcd's system plugin gives
             info {}  -> uptime, load and memory (memory as int64)
@@ -79,7 +80,8 @@ It prints one line per event on stdout (the tests wait on them):
   drop ID REASON (a client's connection ended by the daemon)
 
 Usage:
-  standin.py SOCKET [--generation N]   serve until killed
+  standin.py SOCKET [--generation N] [--login-delay SECONDS]
+                                       serve until killed
   standin.py --self-test               a server and a client of this file
                                        against each other
   standin.py --client SOCKET list [PATH] | call OBJECT METHOD [JSON]
@@ -348,8 +350,9 @@ def sig(**args):
 
 
 class Daemon:
-    def __init__(self, generation):
+    def __init__(self, generation, login_delay=0.0):
         self.generation = generation
+        self.login_delay = login_delay
         self.rng = random.Random("standin-%d" % generation)
         self.used = set()
         self.clients = {}
@@ -705,6 +708,7 @@ class Daemon:
     async def m_login(self, call):
         a = call.args
         if a.get("username") != "root" or a.get("password") != "secret":
+            await asyncio.sleep(self.login_delay)
             return S_PERMISSION_DENIED, []
         sid = "%032x" % self.rng.getrandbits(128)
         self.sessions[sid] = list(self.sessions[ADMIN])
@@ -834,10 +838,10 @@ class Call:
         self.cl.send(message(DATA, self.seq, self.obj.id, attrs))
 
 
-async def run_daemon(path, generation, started=None):
+async def run_daemon(path, generation, started=None, login_delay=0.0):
     if os.path.exists(path) or os.path.islink(path):
         os.unlink(path)
-    d = Daemon(generation)
+    d = Daemon(generation, login_delay)
     server = await asyncio.start_unix_server(d.serve, path=path, limit=MAX_MSGLEN)
     log("ready %s generation=%d pid=%d" % (path, generation, os.getpid()))
     if started is not None:
@@ -1017,11 +1021,16 @@ def main(argv):
         return status
     if not argv or argv[0].startswith("-"):
         raise SystemExit(__doc__)
-    generation = 1
-    if len(argv) == 3 and argv[1] == "--generation":
-        generation = int(argv[2])
+    options = {"--generation": "1", "--login-delay": "0"}
+    rest = argv[1:]
+    while rest:
+        if len(rest) < 2 or rest[0] not in options:
+            raise SystemExit(__doc__)
+        options[rest[0]], rest = rest[1], rest[2:]
+    generation = int(options["--generation"])
+    login_delay = float(options["--login-delay"])
     try:
-        asyncio.run(run_daemon(argv[0], generation))
+        asyncio.run(run_daemon(argv[0], generation, login_delay=login_delay))
     except KeyboardInterrupt:
         pass
     return 0

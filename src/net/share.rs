@@ -1,7 +1,8 @@
-//! Each client's share of a worker's backend connections, so that one
-//! client holding all it can leaves room for the others; and each client
-//! network's, so that a host taking many addresses of its network leaves
-//! room for the other networks (`net::client` says who a client is).
+//! Each client's share of a counted resource (backend connections,
+//! running scripts, ubus calls), so that one client holding all it can
+//! leaves room for the others; and each client network's, so that a host
+//! taking many addresses of its network leaves room for the other
+//! networks (`net::client` says who a client is).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -19,7 +20,7 @@ struct Held {
     per_client: Cell<usize>,
 }
 
-/// One connection counted for a client; dropping it gives it back. It
+/// One place counted for a client; dropping it gives it back. It
 /// holds the count, not a borrow of it, as a slot does (`net/slots.rs`).
 pub struct Share {
     held: Rc<Held>,
@@ -52,6 +53,17 @@ impl Shares {
             held: self.0.clone(),
             client,
         })
+    }
+}
+
+impl Shares {
+    /// How many `client` holds (the ubus endpoint's turns go by it).
+    #[cfg_attr(not(feature = "ubus"), allow(dead_code))]
+    pub fn held(&self, client: Net) -> usize {
+        let held = self.0.by_client.borrow();
+        held.iter()
+            .find(|(c, _)| *c == client)
+            .map_or(0, |(_, n)| *n)
     }
 }
 
