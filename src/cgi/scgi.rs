@@ -183,7 +183,7 @@ mod tests {
         let head = request_head(&env).unwrap();
         assert_eq!(
             head,
-            b"42:CONTENT_LENGTH\x005\x00SCGI\x001\x00REQUEST_METHOD\x00POST\x00,".to_vec()
+            b"44:CONTENT_LENGTH\x005\x00SCGI\x001\x00REQUEST_METHOD\x00POST\x00,".to_vec()
         );
         let head = request_head(&[]).unwrap();
         assert_eq!(head, b"24:CONTENT_LENGTH\x000\x00SCGI\x001\x00,".to_vec());
