@@ -10,8 +10,9 @@
 // process gets the global `uhttpd` object uhttpd gives its handlers: send()
 // and sendc() write to the client, recv([length]) reads the request body
 // (null at its end), urldecode() and urlencode() as uhttpd converts, and
-// docroot. env holds the request's CGI variables, PATH_INFO only when it is
-// not empty, HTTP_VERSION as a number and headers by lower-case name.
+// docroot. env holds the request's CGI variables (SCRIPT_FILENAME the
+// handler), PATH_INFO only when it is not empty, HTTP_VERSION as a number,
+// and headers by lower-case name with URL the request target.
 
 'use strict';
 
@@ -198,8 +199,11 @@ function read_head() {
 function request_env(vars) {
 	let env = {}, headers = {};
 
+	// SCGI always sends CONTENT_LENGTH; uhttpd has none without a body,
+	// and LuCI takes any CONTENT_LENGTH, "0" too, for a body to parse.
+	// (An explicit `Content-Length: 0` loses it too: nothing to read.)
 	for (let k, v in vars) {
-		if (k == 'SCGI' || (k == 'PATH_INFO' && v == ''))
+		if (k == 'SCGI' || (k == 'PATH_INFO' && v == '') || (k == 'CONTENT_LENGTH' && v == '0'))
 			continue;
 
 		env[k] = v;
@@ -207,6 +211,11 @@ function request_env(vars) {
 		if (index(k, 'HTTP_') == 0)
 			headers[lc(replace(substr(k, 5), '_', '-'))] = v;
 	}
+
+	// uhttpd's own: the request target among the headers, the handler
+	// as the script.
+	headers.URL = vars.REQUEST_URI;
+	env.SCRIPT_FILENAME = HANDLER;
 
 	if (vars.CONTENT_TYPE != null)
 		headers['content-type'] = vars.CONTENT_TYPE;
