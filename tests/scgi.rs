@@ -1,8 +1,9 @@
 //! SCGI handlers: a handler in this test listens on a unix socket (one
 //! test on TCP) and answers as its request's PATH_INFO asks; the real
 //! binary sends it requests under its prefix. Framing, bodies, headers and
-//! Status, a handler that dies mid-answer, one that stays silent, the
-//! script slots it shares with CGI, a missing socket, config errors.
+//! Status, a handler that dies mid-answer, one that stays silent, a body
+//! below the pace, the script slots it shares with CGI, a missing socket,
+//! config errors.
 
 mod common;
 
@@ -45,6 +46,8 @@ struct Seen {
     wake: Condvar,
     /// Connections the server closed before the handler answered.
     closed_on_us: AtomicUsize,
+    /// Connections that ended before their whole body came.
+    body_cut: AtomicUsize,
 }
 
 /// A handler thread serving a unix socket in `dir`.
@@ -160,6 +163,7 @@ fn answer<S: Read + Write + AsFd>(mut c: S, seen: &Seen) {
     }
     got.body.resize(length, 0);
     if c.read_exact(&mut got.body).is_err() {
+        seen.body_cut.fetch_add(1, Ordering::SeqCst);
         return;
     }
     seen.requests.lock().unwrap().push(got.clone());
@@ -402,6 +406,47 @@ fn a_silent_handler_gets_504_at_cgi_timeout_and_its_connection_closed() {
     );
     assert!(s.log_text().contains("no answer within 1s"));
     s.assert_healthy();
+}
+
+#[test]
+fn a_body_trickled_below_cgi_body_rate_gets_408_and_frees_the_slot() {
+    let h = Handler::start();
+    let s = start(
+        &h,
+        &[
+            "--header-timeout",
+            "2",
+            "--cgi-max",
+            "1",
+            "--cgi-timeout",
+            "60",
+        ],
+    );
+    let mut c = s.connect();
+    c.write_all(b"POST /app/count HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
+        .unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut first = [0u8; 12];
+    let mut answered = false;
+    // A byte a second, each well within the head timeout.
+    for _ in 0..20 {
+        let _ = c.write_all(b"x");
+        if c.read_exact(&mut first).is_ok() {
+            answered = true;
+            break;
+        }
+    }
+    assert!(answered, "a byte a second went on: {}", s.log_text());
+    assert_eq!(&first, b"HTTP/1.1 408");
+    assert!(
+        wait_until(Duration::from_secs(5), || h
+            .seen
+            .body_cut
+            .load(Ordering::SeqCst)
+            == 1),
+        "the handler's connection ended before its body"
+    );
+    assert_eq!(s.get("/app/sized", &[]).status, 200, "the slot is free");
 }
 
 #[test]
