@@ -493,7 +493,8 @@ EOF_UC
 	set --
 	while IFS= read -r a; do set -- "$@" "$a"; done <"$TMP/rec.cmd.main-ucode1"
 	LD_LIBRARY_PATH=$UP/lib "$@" 2>>"$TMP/ucode.log" &
-	pids="$pids $!"
+	handler=$!
+	pids="$pids $handler"
 	"$BIN" --config "$TMP/conf/uhttpd-main.conf" 2>>"$TMP/server.log" &
 	pid=$!
 	pids="$pids $pid"
@@ -511,6 +512,11 @@ a%20b%2f~ a b" ]
 	check "a chunked POST body, with its length" has_all "$out" "body=abc served=1"
 	check "the handler compiled and run once, each request in a fork of it" \
 		[ "$(cat "$TMP/handler.uc.loads" 2>/dev/null)" = loaded ]
+	fd_count() { set -- "/proc/$1/fd/"*; echo $#; }
+	fds=$(fd_count "$handler")
+	for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$P1/cgi-bin/luci/x"; done
+	check "50 requests later, luci-scgi.uc holds as many descriptors ($fds)" \
+		[ "$(fd_count "$handler")" -le "$fds" ]
 	stop
 fi
 

@@ -296,7 +296,9 @@ uloop.handle(server, () => {
 		return;
 
 	conn = c;
-	uloop.task(serve);
+	// With no input callback, uloop (ucode 81205a2) never closes a
+	// finished task's output pipe: one descriptor lost per request.
+	uloop.task(serve, null, () => null);
 	// The request's process has its own copy.
 	conn = null;
 	c.close();
