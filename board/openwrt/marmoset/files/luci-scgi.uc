@@ -12,7 +12,10 @@
 // (null at its end), urldecode() and urlencode() as uhttpd converts, and
 // docroot. env holds the request's CGI variables (SCRIPT_FILENAME the
 // handler), PATH_INFO only when it is not empty, HTTP_VERSION as a number,
-// and headers by lower-case name with URL the request target.
+// and headers by lower-case name with URL the request target. A request's
+// process has no stdout (uloop's tasks write theirs to /dev/null): what
+// the handler prints outside a render() capture is not sent, where uhttpd
+// sends it; LuCI writes its pages through uhttpd.send.
 
 'use strict';
 
