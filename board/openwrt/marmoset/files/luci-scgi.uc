@@ -21,18 +21,22 @@
 
 import * as socket from 'socket';
 import * as uloop from 'uloop';
-import { dup2, stat, unlink } from 'fs';
+import { dup2, open, stat, unlink } from 'fs';
 
 const SOCKET = ARGV[0];
 const HANDLER = ARGV[1];
-// Where a request's process finds the server's stderr again: a task's
-// own stderr is /dev/null.
-const LOG_FD = 9;
 
 if (!SOCKET || !HANDLER) {
 	warn('usage: ucode luci-scgi.uc SOCKET HANDLER\n');
 	exit(2);
 }
+
+// A copy of stderr on a descriptor of its own, where a request's process
+// finds it again (a task's own stderr is /dev/null). Kept for the life of
+// the program: the handle closes its descriptor when it goes.
+const log_copy = open('/dev/null', 'w');
+
+dup2(2, log_copy.fileno());
 
 // The client of the request being served, in a request's process.
 let conn = null;
@@ -177,7 +181,7 @@ function read_head() {
 		if (c == ':')
 			break;
 
-		if (length(digits) >= 9 || index('0123456789', c) < 0)
+		if (length(digits) >= 7 || index('0123456789', c) < 0)
 			return null;
 
 		digits += c;
@@ -243,7 +247,7 @@ function fail_with(e) {
 
 // One request, in its own process.
 function serve() {
-	dup2(LOG_FD, 2);
+	dup2(log_copy.fileno(), 2);
 
 	let vars = read_head();
 
@@ -279,7 +283,6 @@ if (type(global.handle_request) != 'function') {
 	exit(1);
 }
 
-dup2(2, LOG_FD);
 uloop.init();
 
 if (stat(SOCKET)?.type == 'socket')
