@@ -518,6 +518,57 @@ a%20b%2f~ a b" ]
 	check "50 requests later, luci-scgi.uc holds as many descriptors ($fds)" \
 		[ "$(fd_count "$handler")" -le "$fds" ]
 	stop
+	# Against uhttpd's own ucode_prefix, when it was built there too: one
+	# handler printing what it is given, through both. Marmoset's own CGI
+	# variables (those uhttpd does not set) and the ports differ.
+	if [ -x "$UP/bin/uhttpd" ]; then
+		cat >"$TMP/dump.uc" <<'EOF_UC'
+{%
+global.handle_request = function(env) {
+	let body = '', chunk;
+	while ((chunk = uhttpd.recv()) != null)
+		body += chunk;
+	uhttpd.send('Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n');
+	for (let k in sort(keys(env)))
+		if (k != 'headers')
+			uhttpd.send(`${k}=${env[k]} (${type(env[k])})\n`);
+	for (let k in sort(keys(env.headers)))
+		uhttpd.send(`H_${k}=${env.headers[k]}\n`);
+	uhttpd.send(`body=${body}\n${uhttpd.urlencode('a b/~\u00e9')} ${uhttpd.urldecode('a%20b%C3%A9')}\n`);
+	uhttpd.send(`docroot=${uhttpd.docroot}\n`);
+};
+%}
+EOF_UC
+		P3=$(free_port) P4=$(free_port)
+		LD_LIBRARY_PATH=$UP/lib "$UP/bin/uhttpd" -f -h "$TMP/www" -p "127.0.0.1:$P3" \
+			-o /cgi-bin/luci -O "$TMP/dump.uc" 2>>"$TMP/uhttpd.log" &
+		pids="$pids $!"
+		LD_LIBRARY_PATH=$UP/lib "$UP/bin/ucode" "$scgi_prog" "$TMP/dump.sock" "$TMP/dump.uc" 2>>"$TMP/ucode.log" &
+		pids="$pids $!"
+		"$BIN" --listen "127.0.0.1:$P4" --root "$TMP/www" --scgi "/cgi-bin/luci unix:$TMP/dump.sock" \
+			2>>"$TMP/server.log" &
+		pid=$!
+		pids="$pids $pid"
+		if ! wait_up "http://127.0.0.1:$P3/cgi-bin/luci" || ! wait_up "http://127.0.0.1:$P4/cgi-bin/luci"; then
+			bad "uhttpd, or marmoset and luci-scgi.uc, did not come up"
+		fi
+		for p in $P3 $P4; do
+			{
+				curl -s -H 'Cookie: sysauth=x' -d 'a=1&b=2' "http://127.0.0.1:$p/cgi-bin/luci/admin/status?x=1&y=%20"
+				curl -s "http://127.0.0.1:$p/cgi-bin/luci"
+				curl -s -0 "http://127.0.0.1:$p/cgi-bin/luci/x/"
+				curl -s -X POST "http://127.0.0.1:$p/cgi-bin/luci/x"
+			} | grep -v '^\(HTTP_HOST\|H_host\|SERVER_PORT\|REMOTE_PORT\|SERVER_SOFTWARE\)=' >"$TMP/dump.$p"
+		done
+		# Only the variables uhttpd gives.
+		awk -F= 'NR == FNR { k[$1] = 1; next } $1 in k' "$TMP/dump.$P3" "$TMP/dump.$P4" >"$TMP/dump.mine"
+		check "the handler's env, headers, body and uhttpd object as through uhttpd's ucode_prefix" \
+			cmp -s "$TMP/dump.$P3" "$TMP/dump.mine" ||
+			diff "$TMP/dump.$P3" "$TMP/dump.mine" | sed 's/^/     /'
+		stop
+	else
+		skip "no uhttpd in UCODE_PREFIX: luci-scgi.uc not compared with uhttpd's ucode_prefix"
+	fi
 fi
 
 # 3. `/etc/init.d/uhttpd start` under OpenWrt's own scripts, in a chroot
