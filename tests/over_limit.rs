@@ -195,8 +195,9 @@ fn started(dir: &TempDir) -> usize {
         .unwrap_or(0)
 }
 
-/// `cgi-max 2` with two scripts running, then a reload: a third request
-/// is still one too many.
+/// `cgi-max 2` with two scripts running (from two clients: one client
+/// runs at most half), then a reload: a third request is still one too
+/// many.
 #[test]
 fn cgi_max_holds_across_reloads() {
     let root = TempDir::new("overcgi");
@@ -214,13 +215,13 @@ fn cgi_max_holds_across_reloads() {
             "2",
         ],
     );
-    let ask = || {
-        let mut c = s.connect();
+    let ask = |from: &str| {
+        let mut c = s.connect_from(from);
         c.write_all(b"GET /cgi-bin/hold HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             .unwrap();
         c
     };
-    let mut running = vec![ask(), ask()];
+    let mut running = vec![ask("127.0.0.2"), ask("127.0.0.3")];
     assert!(wait_until(Duration::from_secs(10), || started(&dir) == 2));
     let reloads = || s.log_text().matches("reloading configuration").count();
     for _ in 0..2 {
@@ -228,7 +229,7 @@ fn cgi_max_holds_across_reloads() {
         s.signal("HUP");
         assert!(wait_until(Duration::from_secs(10), || reloads() > n));
     }
-    let mut third = ask();
+    let mut third = ask("127.0.0.4");
     third
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();

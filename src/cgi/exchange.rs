@@ -14,7 +14,8 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 use crate::cgi::output::{self, ScriptHead};
-use crate::cgi::script::Job;
+use crate::cgi::scgi::{self, Address, Unreached};
+use crate::cgi::script::{Job, Target};
 use crate::cgi::spawn::{self, Spawned};
 use crate::http::clock::Clock;
 use crate::http::header;
@@ -97,17 +98,25 @@ pub struct Outcome {
 }
 
 impl Exchange<'_> {
-    /// Runs the script and, unless it fails before its head, answers the
-    /// client. What is still on the socket of the body comes at `pace`.
-    pub async fn run(&self, job: &Job, body: ScriptInput, pace: &Pace) -> Result<Outcome, End> {
+    /// Runs the script (or reaches its handler) and, unless it fails
+    /// before its head, answers the client. What is still on the socket
+    /// of the body comes at `pace`.
+    pub async fn run(&self, job: &Job, mut body: ScriptInput, pace: &Pace) -> Result<Outcome, End> {
         let name = job.script.rel.as_str();
-        let (program, arg) = job.program();
-        let child = match spawn::spawn(program, arg.as_slice(), job.env(), job.dir()) {
+        let started = match job.target() {
+            Target::Exec { program, arg, dir } => {
+                spawn::spawn(program, arg.as_slice(), job.env(), dir).map_err(|e| {
+                    log::error!("cgi {name}: cannot start: {e}");
+                    Status::InternalServerError
+                })
+            }
+            Target::Scgi(address) => self.reach(name, address, job, &mut body).await,
+        };
+        let child = match started {
             Ok(c) => c,
-            Err(e) => {
-                log::error!("cgi {name}: cannot start: {e}");
+            Err(status) => {
                 return Ok(Outcome {
-                    answer: Answer::Failed(Status::InternalServerError),
+                    answer: Answer::Failed(status),
                     body_read: body.on_socket == 0,
                 });
             }
@@ -139,7 +148,11 @@ impl Exchange<'_> {
         };
         let mut stop = pin!(stop);
         let exchange = async {
-            let log = log_stderr(stderr, name);
+            let log = async {
+                if let Some(stderr) = stderr {
+                    log_stderr(stderr, name).await;
+                }
+            };
             let answer = self.read_answer(stdout, name, &mut sent_head);
             future::zip(log, answer).await.1
         };
@@ -198,9 +211,57 @@ impl Exchange<'_> {
         })
     }
 
+    /// Connects to an SCGI handler, whose socket then stands for a
+    /// script's stdin and stdout; the request head goes before the body.
+    async fn reach(
+        &self,
+        name: &str,
+        address: &Address,
+        job: &Job,
+        body: &mut ScriptInput,
+    ) -> Result<Spawned, Status> {
+        let Some(mut head) = scgi::request_head(job.env()) else {
+            log::error!("scgi {name}: a NUL in a meta-variable");
+            return Err(Status::InternalServerError);
+        };
+        let until = self.sock.deadlines.after(self.timeout);
+        let socket = match scgi::connect(address, self.sock.deadlines, until).await {
+            Ok(fd) => fd,
+            Err(Unreached::Refused(e)) => {
+                log::error!("scgi {name}: cannot reach {address}: {e}");
+                return Err(Status::BadGateway);
+            }
+            Err(Unreached::Timeout) => {
+                log::error!(
+                    "scgi {name}: {address} took no connection within {}s",
+                    self.timeout.as_secs()
+                );
+                return Err(Status::GatewayTimeout);
+            }
+        };
+        // Two descriptors of one socket: closing the input side when the
+        // body is written does not end the connection.
+        let input = socket.try_clone().map_err(|e| {
+            log::error!("scgi {name}: {e}");
+            Status::InternalServerError
+        })?;
+        head.append(&mut body.buffered);
+        body.buffered = head;
+        Ok(Spawned {
+            pid: None,
+            stdin: File::from(input),
+            stdout: File::from(socket),
+            stderr: None,
+        })
+    }
+
     /// Kills the script's process group (whatever is left of it) and waits
-    /// for the script itself, so no zombie stays behind.
-    async fn reap(&self, pid: Pid) {
+    /// for the script itself, so no zombie stays behind. A handler's
+    /// connection just closes.
+    async fn reap(&self, pid: Option<Pid>) {
+        let Some(pid) = pid else {
+            return;
+        };
         let _ = killpg(pid, Signal::SIGKILL);
         loop {
             let exited = self.child_exited.notified();
@@ -310,7 +371,7 @@ impl Exchange<'_> {
             }
             let first_body = out[body_start..got].to_vec();
             out.clear();
-            self.stream_body(&mut pipe, head, &first_body, &mut out, sent_head)
+            self.stream_body(&mut pipe, name, head, &first_body, &mut out, sent_head)
                 .await
         }
         .await;
@@ -321,6 +382,7 @@ impl Exchange<'_> {
     async fn stream_body(
         &self,
         pipe: &mut Async<File>,
+        name: &str,
         head: ScriptHead,
         first: &[u8],
         out: &mut Vec<u8>,
@@ -380,7 +442,15 @@ impl Exchange<'_> {
             if matches!(framing, Framing::Length(n) if sent >= n) {
                 break;
             }
-            let n = pipe.read(&mut buf).await.unwrap_or(0);
+            // An error is not the end of the answer (a handler that died
+            // with its request unread): the client's answer is cut, not ended.
+            let n = match pipe.read(&mut buf).await {
+                Ok(n) => n,
+                Err(e) => {
+                    log::warn!("cgi {name}: answer cut after {sent} bytes: {e}");
+                    return Err(End::Io);
+                }
+            };
             if n == 0 {
                 break;
             }
@@ -388,7 +458,10 @@ impl Exchange<'_> {
         }
         match framing {
             Framing::Chunked => self.sock.send_all(b"0\r\n\r\n").await?,
-            Framing::Length(n) if sent < n => return Err(End::Io),
+            Framing::Length(n) if sent < n => {
+                log::warn!("cgi {name}: answer cut after {sent} of {n} bytes");
+                return Err(End::Io);
+            }
             _ => {}
         }
         Ok(Answer::Sent {

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::cgi::scgi::{self, Address};
 use crate::cgi::settings::Settings;
 use crate::files::root::Root;
 use crate::http::claims;
@@ -23,7 +24,37 @@ pub struct Script {
     pub rel: String,
     /// What follows the script in the path, e.g. `/extra`.
     pub path_info: String,
-    interpreter: Option<PathBuf>,
+    runner: Runner,
+}
+
+/// What answers for a script.
+#[derive(Debug)]
+enum Runner {
+    /// A file run for each request, by its interpreter if it has one.
+    Exec { interpreter: Option<PathBuf> },
+    /// An SCGI handler already running there.
+    Scgi(Address),
+}
+
+/// What the exchange starts or reaches for a job.
+pub enum Target<'a> {
+    Exec {
+        program: &'a Path,
+        arg: Option<&'a OsStr>,
+        dir: &'a Path,
+    },
+    Scgi(&'a Address),
+}
+
+/// If `shown` is under an SCGI prefix: its handler, as the script the
+/// prefix names (`SCRIPT_NAME` the prefix, `PATH_INFO` the rest).
+pub fn find_handler(settings: &scgi::Settings, shown: &str) -> Option<Script> {
+    let (handler, rest) = settings.handler_for(shown)?;
+    Some(Script {
+        rel: handler.prefix.trim_start_matches('/').to_string(),
+        path_info: rest.to_string(),
+        runner: Runner::Scgi(handler.address.clone()),
+    })
 }
 
 /// If `path` is under a CGI prefix: the script it names, or why not (404/403).
@@ -92,7 +123,7 @@ fn find_with(
                 return Some(Ok(Script {
                     rel: rel.to_string(),
                     path_info,
-                    interpreter,
+                    runner: Runner::Exec { interpreter },
                 }));
             }
         }
@@ -167,10 +198,6 @@ impl Job {
             ("REQUEST_METHOD".into(), req.method_name().into()),
             ("REQUEST_URI".into(), text(req.target)),
             ("SCRIPT_NAME".into(), script_name),
-            (
-                "SCRIPT_FILENAME".into(),
-                file.to_string_lossy().into_owned(),
-            ),
             ("DOCUMENT_ROOT".into(), root.to_string_lossy().into_owned()),
             ("PATH_INFO".into(), script.path_info.clone()),
             ("QUERY_STRING".into(), query.map(text).unwrap_or_default()),
@@ -184,6 +211,13 @@ impl Job {
             ("REDIRECT_STATUS".into(), "200".into()),
             ("PATH".into(), SCRIPT_PATH.into()),
         ];
+        // A handler is no file under the root.
+        if let Runner::Exec { .. } = script.runner {
+            env.push((
+                "SCRIPT_FILENAME".into(),
+                file.to_string_lossy().into_owned(),
+            ));
+        }
         if !script.path_info.is_empty() {
             env.push((
                 "PATH_TRANSLATED".into(),
@@ -252,22 +286,26 @@ impl Job {
         self.env.push(("CONTENT_LENGTH".into(), n.to_string()));
     }
 
-    /// What to execute: the interpreter with the script as its argument,
-    /// or the script itself.
-    pub fn program(&self) -> (&Path, Option<&OsStr>) {
-        match &self.script.interpreter {
-            Some(interp) => (interp, Some(self.program.as_os_str())),
-            None => (&self.program, None),
+    /// What to execute (the interpreter with the script as its argument,
+    /// or the script itself, in its directory), or the handler to reach.
+    pub fn target(&self) -> Target<'_> {
+        let interpreter = match &self.script.runner {
+            Runner::Scgi(address) => return Target::Scgi(address),
+            Runner::Exec { interpreter } => interpreter,
+        };
+        let (program, arg) = match interpreter {
+            Some(interp) => (interp.as_path(), Some(self.program.as_os_str())),
+            None => (self.program.as_path(), None),
+        };
+        Target::Exec {
+            program,
+            arg,
+            dir: &self.dir,
         }
     }
 
     pub fn env(&self) -> &[(String, String)] {
         &self.env
-    }
-
-    /// Where the script runs: its own directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 }
 
@@ -293,7 +331,7 @@ mod tests {
         let script = Script {
             rel: "cgi-bin/env".into(),
             path_info: "/extra/path".into(),
-            interpreter: None,
+            runner: Runner::Exec { interpreter: None },
         };
         let caller = Caller {
             peer: peer.parse().unwrap(),

@@ -17,12 +17,13 @@ use nix::libc;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork, pipe2};
 
-/// A running script: its pid (also its process group) and its pipes.
+/// A running script: its pid (also its process group) and its pipes; or
+/// an SCGI handler's connection, with no process of ours and no stderr.
 pub struct Spawned {
-    pub pid: Pid,
+    pub pid: Option<Pid>,
     pub stdin: File,
     pub stdout: File,
-    pub stderr: File,
+    pub stderr: Option<File>,
 }
 
 fn cstring(s: &[u8]) -> io::Result<CString> {
@@ -90,10 +91,10 @@ pub fn spawn(
                 return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)));
             }
             Ok(Spawned {
-                pid: child,
+                pid: Some(child),
                 stdin: File::from(in_w),
                 stdout: File::from(out_r),
-                stderr: File::from(err_r),
+                stderr: Some(File::from(err_r)),
             })
         }
     }

@@ -124,6 +124,9 @@ CGI:
   --cgi-max-body BYTES         request body limit, 413 beyond (default 1048576)
   --cgi-body-rate BYTES        least request body pace per second after
                                --header-timeout, 408 below (default 1024; off)
+  --scgi PREFIX ADDRESS        PREFIX answered by the SCGI handler at ADDRESS
+                               (unix:/path or IP:PORT) under the CGI limits;
+                               repeatable
 
 Reverse proxy:
   --proxy PREFIX BACKEND       BACKEND unix:/path or http://IP:PORT; repeatable

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::cgi::scgi;
 use crate::cgi::settings as cgi;
 use crate::files::root::Symlinks;
 use crate::limits;
@@ -51,6 +52,8 @@ pub struct Config {
     pub symlinks: Symlinks,
     pub rules: Rules,
     pub cgi: cgi::Settings,
+    /// Prefixes answered by SCGI handlers (`scgi PREFIX ADDRESS`).
+    pub scgi: scgi::Settings,
     pub proxy: proxy::Settings,
     /// The ubus JSON-RPC endpoint (`ubus PREFIX`), off by default.
     pub ubus: ubus::Settings,
@@ -97,6 +100,7 @@ impl Default for Config {
             symlinks: Symlinks::Inside,
             rules: Rules::default(),
             cgi: cgi::Settings::default(),
+            scgi: scgi::Settings::default(),
             proxy: proxy::Settings::default(),
             ubus: ubus::Settings::default(),
             access: Vec::new(),
@@ -126,11 +130,13 @@ impl Config {
                 .iter()
                 .map(|r| (r.prefix.as_str(), "an auth realm"));
             let access = self.access.iter().map(|r| (r.prefix(), "an address rule"));
+            let handlers = self.scgi.handlers.iter();
             let mut scripts = self
                 .cgi
                 .prefixes
                 .iter()
-                .map(|p| (p.as_str(), "the CGI prefix"));
+                .map(|p| (p.as_str(), "the CGI prefix"))
+                .chain(handlers.map(|h| (h.prefix.as_str(), "an SCGI prefix")));
             // Realms and address rules cover their prefix's tails and case
             // variants too; scripts live under their prefix as written.
             let guarded = realms
@@ -243,6 +249,7 @@ pub const KEYS: &[&str] = &[
     "cgi-max",
     "cgi-max-body",
     "cgi-body-rate",
+    "scgi",
     "proxy",
     "proxy-timeout",
     "proxy-max",
@@ -417,6 +424,7 @@ fn set(
         _ => {
             if !c.rules.apply(key, value)?
                 && !c.cgi.apply(key, value)?
+                && !c.scgi.apply(key, value)?
                 && !c.proxy.apply(key, value)?
                 && !c.cross_origin.apply(key, value)?
                 && !c.ubus.apply(key, value)?
@@ -431,7 +439,7 @@ fn set(
     }
     if matches!(
         key,
-        "error-page" | "spa-fallback" | "auth" | "allow" | "deny" | "cgi-prefix"
+        "error-page" | "spa-fallback" | "auth" | "allow" | "deny" | "cgi-prefix" | "scgi"
     ) {
         c.check_public_pages()?;
     }

@@ -8,7 +8,7 @@
 //! 4. redirect rules from the config;
 //! 5. the ubus endpoint (`ubus PREFIX`), answered with the bus;
 //! 6. reverse proxy prefixes (every method but CONNECT), to their backends;
-//! 7. CGI scripts under their prefixes (GET, HEAD, POST);
+//! 7. SCGI handlers, then CGI scripts, under their prefixes (GET, HEAD, POST);
 //! 8. static files for GET and HEAD (405 otherwise): a precompressed variant
 //!    when the client takes one, a `.gz` alone decompressed for a client that
 //!    does not, the directory index or listing, the SPA fallback, or the
@@ -252,7 +252,12 @@ pub fn route(
             Err(status) => Routed::Respond(finish(site, Response::status(status), path.as_str())),
         };
     }
-    if let Some(script) = script::find(&site.config.cgi, &site.root, &path, shown) {
+    // An SCGI handler takes its prefix before scripts do: LuCI's handler
+    // answers `/cgi-bin/luci` where the script of that name also lives.
+    let script = script::find_handler(&site.config.scgi, shown)
+        .map(Ok)
+        .or_else(|| script::find(&site.config.cgi, &site.root, &path, shown));
+    if let Some(script) = script {
         return match (script, req.method) {
             (Ok(script), Method::Get | Method::Head | Method::Post) => {
                 let caller = script::Caller {

@@ -223,7 +223,9 @@ mod tests {
         let (flood, owner) = (client(1), client(2));
         let _line = [InLine::new(&calls, flood), InLine::new(&calls, owner)];
         assert!(_line.iter().all(Option::is_some));
-        let held: Vec<_> = (0..3).map(|_| calls.anonymous_shares.take(flood.id())).collect();
+        let held: Vec<_> = (0..3)
+            .map(|_| calls.anonymous_shares.take(flood.id()))
+            .collect();
         assert_eq!(held.len(), 3);
         let _mine = calls.anonymous_shares.take(owner.id());
         assert!(calls.first_in_line(owner));

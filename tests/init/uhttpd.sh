@@ -77,6 +77,7 @@ procd_add_raw_trigger() { echo "raw_trigger $*" >>"$REC"; }
 . "$INIT"
 # The paths the script writes and runs, for the test.
 PROG=$TEST_PROG CONFDIR=$TEST_CONFDIR PX5G_BIN=$TEST_PX5G OPENSSL_BIN=$TEST_OPENSSL
+UCODE_BIN=$TEST_UCODE UCODE_LIB=$TEST_UCODE_LIB SCGI_PROG=$TEST_SCGI RUNDIR=$TEST_RUNDIR
 start_service
 service_triggers
 EOF_H
@@ -92,6 +93,8 @@ run() {
 	: >"$TMP/rec"
 	REC=$TMP/rec UCI_DIR=$TMP/etc-config INIT=init/uhttpd.init TEST_PROG=$BIN \
 		TEST_CONFDIR=$TMP/conf TEST_PX5G=${PX5G:-/nonexistent} TEST_OPENSSL=${OPENSSL:-/nonexistent} \
+		TEST_UCODE=${UCODE:-/nonexistent} TEST_UCODE_LIB=${UCODE_LIB:-/nonexistent} \
+		TEST_SCGI=$PWD/board/openwrt/marmoset/files/luci-scgi.uc TEST_RUNDIR=$TMP/run \
 		UCI_HOSTNAME=${UCI_HOSTNAME-OpenWrt} UCI_DOMAIN=${UCI_DOMAIN-lan} \
 		$1 "$TMP/harness.sh" 2>"$TMP/stderr"
 }
@@ -219,6 +222,33 @@ for SH in sh "busybox sh"; do
 	[ $ubus_ok = 1 ] || check "[$SH] this binary has no ubus endpoint: logged" logged "ubus_prefix is not served"
 done
 
+# ucode_prefix with ucode and its modules installed (stand-ins): each
+# handler gets an scgi line and a procd instance of luci-scgi.uc.
+printf '#!/bin/sh\nexit 1\n' >"$TMP/ucode-standin"
+chmod 755 "$TMP/ucode-standin"
+mkdir -p "$TMP/ucode-lib"
+touch "$TMP/ucode-lib/socket.so" "$TMP/ucode-lib/uloop.so" "$TMP/ucode-lib/fs.so"
+scgi_prog=$PWD/board/openwrt/marmoset/files/luci-scgi.uc
+for SH in sh "busybox sh"; do
+	UCODE=$TMP/ucode-standin UCODE_LIB=$TMP/ucode-lib run "$SH" "$TMP/default.uci"
+	check "[$SH] ucode_prefix with ucode -> 'scgi /cgi-bin/luci unix:RUNDIR/uhttpd-main-ucode1.sock'" \
+		has "scgi /cgi-bin/luci unix:$TMP/run/uhttpd-main-ucode1.sock"
+	check "[$SH] ucode_prefix: instance 'main-ucode1' runs luci-scgi.uc on that socket with LuCI's handler" \
+		[ "$(tr '\n' ' ' <"$TMP/rec.cmd.main-ucode1" 2>/dev/null)" = \
+		"$TMP/ucode-standin $scgi_prog $TMP/run/uhttpd-main-ucode1.sock /usr/share/ucode/luci/uhttpd.uc " ]
+	check "[$SH] ucode_prefix: respawned, its run directory made, nothing logged as not honoured" \
+		all_of 'grep -qx "open_instance main-ucode1" "$TMP/rec" && [ -d "$TMP/run" ] &&
+			[ "$(grep -c "^set respawn" "$TMP/rec")" = 2 ] && ! logged "option ucode_prefix"'
+	check "[$SH] ucode_prefix: the config passes --check-config" \
+		sh -c '"$0" --check-config --config "$1" >/dev/null 2>&1' "$BIN" "$TMP/conf/uhttpd-main.conf"
+done
+rm "$TMP/ucode-lib/uloop.so"
+UCODE=$TMP/ucode-standin UCODE_LIB=$TMP/ucode-lib run sh "$TMP/default.uci"
+check "ucode_prefix without ucode's uloop module: LuCI as CGI, logged, no handler instance" \
+	all_of '! has "scgi /cgi-bin/luci unix:$TMP/run/uhttpd-main-ucode1.sock" &&
+		logged "option ucode_prefix '"'/cgi-bin/luci=/usr/share/ucode/luci/uhttpd.uc'"' is not honoured" &&
+		! grep -q "^open_instance main-ucode" "$TMP/rec"'
+
 # The package's own /etc/config/uhttpd (for images without uhttpd).
 run sh init/uhttpd.uci
 check "init/uhttpd.uci (marmoset-uhttpd's default) -> $(conf | tr '\n' ';')" \
@@ -307,7 +337,8 @@ for SH in sh "busybox sh"; do
 		"cert=$TMP/uhttpd.crt" "key=$TMP/uhttpd.key" "listen_http=127.0.0.1:$P1" \
 		"listen_https=127.0.0.1:$P2" cgi_prefix=/cgi-bin ubus_prefix=/ubus ubus_socket=/var/run/ubus/ubus.sock \
 		script_timeout=60 network_timeout=30 max_connections=100 http_keepalive=20 \
-		interpreter=.php=/usr/bin/php-cgi allowed_hosts=router.lan; do
+		interpreter=.php=/usr/bin/php-cgi allowed_hosts=router.lan \
+		ucode_prefix=/cgi-bin/luci=/usr/share/ucode/luci/uhttpd.uc; do
 		HOSTILE=$(assign main "${ov%%=*}" "${ov#*=}$inject") run "$SH" "$TMP/default.uci"
 		refused_whole "[$SH] a newline in ${ov%%=*}: refused"
 	done
@@ -320,7 +351,8 @@ for SH in sh "busybox sh"; do
 done
 # Shapes: no control character, but not what the option takes.
 for ov in home=www error_page=404.html cert=uhttpd.crt "home=/w w" index_page=../secret "index_page=a *" \
-	max_requests=3x "listen_http=127.0.0.1:80;x" "allowed_hosts=a/b" interpreter=php "cgi_prefix=cgi-bin"; do
+	max_requests=3x "listen_http=127.0.0.1:80;x" "allowed_hosts=a/b" interpreter=php "cgi_prefix=cgi-bin" \
+	ucode_prefix=/cgi-bin/luci "ucode_prefix=/l=handler.uc" "ucode_prefix=/l=/a/../b.uc"; do
 	HOSTILE=$(assign main "${ov%%=*}" "${ov#*=}") run sh "$TMP/default.uci"
 	refused_whole "${ov%%=*} '${ov#*=}': refused"
 done
@@ -423,6 +455,121 @@ check "redirect_https '1': 308 to https with the TLS port" \
 	[ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "http://127.0.0.1:$P1/x?y=1")" = "308 https://127.0.0.1:$P2/x?y=1" ]
 check "redirect_https '1': HTTPS serves" [ "$(curl -sk "https://127.0.0.1:$P2/")" = hello ]
 stop
+
+# The warm handler for real, with UCODE_PREFIX (ucode built for this
+# machine: bin/ucode, lib/libucode.so, lib/ucode/{fs,socket,uloop}.so): a
+# stand-in for LuCI's handler, through luci-scgi.uc as the mapping starts
+# it, and the server started from the config the script made.
+UP=${UCODE_PREFIX:-}
+if [ -z "$UP" ] || [ ! -x "$UP/bin/ucode" ]; then
+	skip "no ucode (set UCODE_PREFIX): luci-scgi.uc not run"
+else
+	cat >"$TMP/handler.uc" <<'EOF_UC'
+{%
+import { open } from 'fs';
+let loads = open(ARGV[1] + '.loads', 'a');
+loads.write('loaded\n');
+loads.close();
+let served = 0;
+global.handle_request = function(env) {
+	let body = '', chunk;
+	while ((chunk = uhttpd.recv(4)) != null)
+		body += chunk;
+	served++;
+	uhttpd.send('Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n');
+	uhttpd.send(`${env.REQUEST_METHOD} ${env.SCRIPT_NAME} ${env.PATH_INFO} ${env.QUERY_STRING} ${env.HTTP_VERSION}\n`);
+	uhttpd.sendc(`cookie=${env.headers.cookie} body=${body} served=${served}\n`);
+	uhttpd.send(`${uhttpd.urlencode('a b/~')} ${uhttpd.urldecode('a%20b')}\n`);
+};
+%}
+EOF_UC
+	mkdir -p "$UP/lib/ucode"
+	P1=$(free_port) P2=$(free_port)
+	default_uci "$TMP/u.uci" "$P1" "$P2"
+	sed -i "s|/cgi-bin/luci=/usr/share/ucode/luci/uhttpd.uc|/cgi-bin/luci=$TMP/handler.uc|" "$TMP/u.uci"
+	UCODE=$UP/bin/ucode UCODE_LIB=$UP/lib/ucode run sh "$TMP/u.uci"
+	# The instance as procd would start it. The handler counts its loads in
+	# a file beside it (ARGV[1] is its path while it loads).
+	set --
+	while IFS= read -r a; do set -- "$@" "$a"; done <"$TMP/rec.cmd.main-ucode1"
+	LD_LIBRARY_PATH=$UP/lib "$@" 2>>"$TMP/ucode.log" &
+	handler=$!
+	pids="$pids $handler"
+	"$BIN" --config "$TMP/conf/uhttpd-main.conf" 2>>"$TMP/server.log" &
+	pid=$!
+	pids="$pids $pid"
+	wait_up "http://127.0.0.1:$P1/cgi-bin/luci/x" || bad "the server or the handler did not come up" ||
+		cat "$TMP/server.log" "$TMP/ucode.log"
+	out=$(curl -s -H 'Cookie: sysauth=1' "http://127.0.0.1:$P1/cgi-bin/luci/admin/status?x=1")
+	check "ucode_prefix through luci-scgi.uc: env, headers and the uhttpd object as uhttpd gives them" \
+		[ "$out" = "GET /cgi-bin/luci /admin/status x=1 1.1
+cookie=sysauth=1 body= served=1
+a%20b%2f~ a b" ]
+	out=$(curl -s -d 'luci_username=root&luci_password=x' "http://127.0.0.1:$P1/cgi-bin/luci")
+	check "a POST body read through uhttpd.recv; no PATH_INFO for the prefix itself" \
+		has_all "$out" "POST /cgi-bin/luci null" "body=luci_username=root&luci_password=x served=1"
+	out=$(curl -s -H 'Transfer-Encoding: chunked' -d 'abc' "http://127.0.0.1:$P1/cgi-bin/luci/c")
+	check "a chunked POST body, with its length" has_all "$out" "body=abc served=1"
+	check "the handler compiled and run once, each request in a fork of it" \
+		[ "$(cat "$TMP/handler.uc.loads" 2>/dev/null)" = loaded ]
+	fd_count() { set -- "/proc/$1/fd/"*; echo $#; }
+	fds=$(fd_count "$handler")
+	for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$P1/cgi-bin/luci/x"; done
+	check "50 requests later, luci-scgi.uc holds as many descriptors ($fds)" \
+		[ "$(fd_count "$handler")" -le "$fds" ]
+	stop
+	# Against uhttpd's own ucode_prefix, when it was built there too: one
+	# handler printing what it is given, through both. Marmoset's own CGI
+	# variables (those uhttpd does not set) and the ports differ.
+	if [ -x "$UP/bin/uhttpd" ]; then
+		cat >"$TMP/dump.uc" <<'EOF_UC'
+{%
+global.handle_request = function(env) {
+	let body = '', chunk;
+	while ((chunk = uhttpd.recv()) != null)
+		body += chunk;
+	uhttpd.send('Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n');
+	for (let k in sort(keys(env)))
+		if (k != 'headers')
+			uhttpd.send(`${k}=${env[k]} (${type(env[k])})\n`);
+	for (let k in sort(keys(env.headers)))
+		uhttpd.send(`H_${k}=${env.headers[k]}\n`);
+	uhttpd.send(`body=${body}\n${uhttpd.urlencode('a b/~\u00e9')} ${uhttpd.urldecode('a%20b%C3%A9')}\n`);
+	uhttpd.send(`docroot=${uhttpd.docroot}\n`);
+};
+%}
+EOF_UC
+		P3=$(free_port) P4=$(free_port)
+		LD_LIBRARY_PATH=$UP/lib "$UP/bin/uhttpd" -f -h "$TMP/www" -p "127.0.0.1:$P3" \
+			-o /cgi-bin/luci -O "$TMP/dump.uc" 2>>"$TMP/uhttpd.log" &
+		pids="$pids $!"
+		LD_LIBRARY_PATH=$UP/lib "$UP/bin/ucode" "$scgi_prog" "$TMP/dump.sock" "$TMP/dump.uc" 2>>"$TMP/ucode.log" &
+		pids="$pids $!"
+		"$BIN" --listen "127.0.0.1:$P4" --root "$TMP/www" --scgi "/cgi-bin/luci unix:$TMP/dump.sock" \
+			2>>"$TMP/server.log" &
+		pid=$!
+		pids="$pids $pid"
+		if ! wait_up "http://127.0.0.1:$P3/cgi-bin/luci" || ! wait_up "http://127.0.0.1:$P4/cgi-bin/luci"; then
+			bad "uhttpd, or marmoset and luci-scgi.uc, did not come up"
+		fi
+		for p in $P3 $P4; do
+			{
+				curl -s -H 'Cookie: sysauth=x' -d 'a=1&b=2' "http://127.0.0.1:$p/cgi-bin/luci/admin/status?x=1&y=%20"
+				curl -s "http://127.0.0.1:$p/cgi-bin/luci"
+				curl -s -0 "http://127.0.0.1:$p/cgi-bin/luci/x/"
+				curl -s -X POST "http://127.0.0.1:$p/cgi-bin/luci/x"
+			} | grep -v '^\(HTTP_HOST\|H_host\|SERVER_PORT\|REMOTE_PORT\|SERVER_SOFTWARE\)=' >"$TMP/dump.$p"
+		done
+		# Only the variables uhttpd gives.
+		awk -F= 'NR == FNR { k[$1] = 1; next } $1 in k' "$TMP/dump.$P3" "$TMP/dump.$P4" >"$TMP/dump.mine"
+		check "the handler's env, headers, body and uhttpd object as through uhttpd's ucode_prefix" \
+			cmp -s "$TMP/dump.$P3" "$TMP/dump.mine" ||
+			diff "$TMP/dump.$P3" "$TMP/dump.mine" | sed 's/^/     /'
+		stop
+	else
+		skip "no uhttpd in UCODE_PREFIX: luci-scgi.uc not compared with uhttpd's ucode_prefix"
+	fi
+fi
 
 # 3. `/etc/init.d/uhttpd start` under OpenWrt's own scripts, in a chroot
 # holding only them, busybox, the real uci and jshn, and marmoset.

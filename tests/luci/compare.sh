@@ -5,10 +5,12 @@
 #   OPENWRT_STACK_DIR=/path tests/luci/compare.sh
 #
 # OPENWRT_STACK_DIR holds an OpenWrt web stack already built for this machine, in root/: an OpenWrt
-# file layout (sbin/ubusd, sbin/rpcd, sbin/uhttpd; usr/lib with libubox, libubus, libuci, libucode,
+# file layout (sbin/ubusd, sbin/rpcd, sbin/uhttpd or bin/uhttpd; usr/lib with libubox, libubus, libuci, libucode,
 # rpcd's plugins and ucode's modules; usr/share/rpcd/acl.d; LuCI under www and usr/share/ucode/luci;
 # etc with config/rpcd granting root a login and shadow holding root's password) whose usr/bin,
 # usr/sbin, usr/lib/MULTIARCH and usr/lib64 are empty directories: the host's are bound there read-only.
+# On a merged-/usr host the loader is an absolute link into /lib/MULTIARCH: when root/lib is a directory
+# of its own, the host's /lib/MULTIARCH is bound at root/lib/MULTIARCH too (made empty if missing).
 # Nothing is fetched or built here. ubusd, rpcd, uhttpd and marmoset run chrooted there, as root, in a
 # private mount namespace with their own /var/run and /tmp, on free ports, without CAP_SYS_TIME,
 # CAP_SYS_BOOT or CAP_SYS_MODULE (LuCI's rpcd plugin can set the clock); the host's /etc is not used.
@@ -33,8 +35,11 @@ if [ "$(id -u)" != 0 ]; then
 fi
 root=$stack/root
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+# uhttpd's cmake build installs it in bin/, OpenWrt's package in sbin/.
+uhttpd=sbin/uhttpd
+[ -e "$root/$uhttpd" ] || [ ! -e "$root/bin/uhttpd" ] || uhttpd=bin/uhttpd
 missing=""
-for f in sbin/ubusd sbin/rpcd sbin/uhttpd www/cgi-bin/luci etc/config/rpcd etc/shadow usr/share/rpcd/acl.d \
+for f in sbin/ubusd sbin/rpcd "$uhttpd" www/cgi-bin/luci etc/config/rpcd etc/shadow usr/share/rpcd/acl.d \
 	usr/bin usr/sbin "usr/lib/$multiarch"; do
 	[ -e "$root/$f" ] || missing="$missing $f"
 done
@@ -91,6 +96,14 @@ unshare --mount --propagation private -- /bin/bash -c '
 		mount --bind "/$d" "$R/$d"
 		mount -o remount,bind,ro "$R/$d"
 	done
+	# The loader the host names (/lib64/ld-linux-x86-64.so.2) may be a link to /lib/$M/...: the
+	# root needs that path. Not through a link in the root, which could lead out of it.
+	if [ -d "/lib/$M" ] && [ -d "$R/lib" ] && [ ! -L "$R/lib" ] && [ ! -L "$R/lib/$M" ] &&
+		{ [ ! -e "$R/lib/$M" ] || [ -z "$(ls -A "$R/lib/$M")" ]; }; then
+		mkdir -p "$R/lib/$M"
+		mount --bind "/lib/$M" "$R/lib/$M"
+		mount -o remount,bind,ro "$R/lib/$M"
+	fi
 	mount --rbind /dev "$R/dev"
 	mount -t proc proc "$R/proc"
 	mount -t tmpfs -o size=64m tmpfs "$R/tmp"
@@ -126,7 +139,7 @@ answers() { curl -s -o /dev/null -m 2 "$1"; }
 in_ns ubusd.log /sbin/ubusd -s /var/run/ubus/ubus.sock
 wait_for "ubusd socket" 10 test -S "$work/run/ubus/ubus.sock" || { echo "$pass passed, $fail failed"; exit 1; }
 in_ns rpcd.log /sbin/rpcd -s /var/run/ubus/ubus.sock -t 30
-in_ns uhttpd.log /sbin/uhttpd -f -h /www -x /cgi-bin -u /ubus -U /var/run/ubus/ubus.sock -t 60 -T 30 -k 20 \
+in_ns uhttpd.log "/$uhttpd" -f -h /www -x /cgi-bin -u /ubus -U /var/run/ubus/ubus.sock -t 60 -T 30 -k 20 \
 	-A 1 -n 3 -N 100 -R -p "127.0.0.1:$ref_port"
 in_ns marmoset.log /var/run/marmoset --config /var/run/marmoset.conf
 login='{"jsonrpc":"2.0","id":1,"method":"call","params":["00000000000000000000000000000000","session","login",{"username":"root","password":"x"}]}'

@@ -1,0 +1,313 @@
+// luci-scgi: a ucode request handler (LuCI's /usr/share/ucode/luci/uhttpd.uc)
+// served over SCGI, the way uhttpd's ucode_prefix serves it in-process. The
+// handler is compiled and run once, here; each request is answered by a fork
+// of this warm VM, so no page pays for an exec or a compile.
+//
+//   ucode luci-scgi.uc SOCKET HANDLER
+//
+// SOCKET: the unix socket to listen on (a stale one is replaced). HANDLER:
+// a ucode template that defines global.handle_request(env). A request's
+// process gets the global `uhttpd` object uhttpd gives its handlers: send()
+// and sendc() write to the client, recv([length]) reads the request body
+// (null at its end), urldecode() and urlencode() as uhttpd converts, and
+// docroot. env holds the request's CGI variables (SCRIPT_FILENAME the
+// handler), PATH_INFO only when it is not empty, HTTP_VERSION as a number,
+// and headers by lower-case name with URL the request target. A request's
+// process has no stdout (uloop's tasks write theirs to /dev/null): what
+// the handler prints outside a render() capture is not sent, where uhttpd
+// sends it; LuCI writes its pages through uhttpd.send.
+
+'use strict';
+
+import * as socket from 'socket';
+import * as uloop from 'uloop';
+import { dup2, open, stat, unlink } from 'fs';
+
+const SOCKET = ARGV[0];
+const HANDLER = ARGV[1];
+
+if (!SOCKET || !HANDLER) {
+	warn('usage: ucode luci-scgi.uc SOCKET HANDLER\n');
+	exit(2);
+}
+
+// A copy of stderr on a descriptor of its own, where a request's process
+// finds it again (a task's own stderr is /dev/null). Kept for the life of
+// the program: the handle closes its descriptor when it goes.
+const log_copy = open('/dev/null', 'w');
+
+dup2(2, log_copy.fileno());
+
+// The client of the request being served, in a request's process.
+let conn = null;
+let body_left = 0;
+
+function send_all(data) {
+	let sent = 0;
+
+	while (sent < length(data)) {
+		let n = conn.send(sent ? substr(data, sent) : data);
+
+		if (n == null || n <= 0)
+			break;
+
+		sent += n;
+	}
+
+	return sent;
+}
+
+function send(value) {
+	if (value == null)
+		return 0;
+
+	return send_all(type(value) == 'string' ? value : '' + value);
+}
+
+// uhttpd reads at most 8192 bytes unless asked for another length; the
+// body ends after CONTENT_LENGTH bytes (the server keeps the connection open).
+function recv(len) {
+	if (len != null && type(len) != 'int')
+		die('Argument not an integer');
+
+	let want = min(len ?? 8192, body_left);
+
+	if (want <= 0)
+		return null;
+
+	let chunk = conn.recv(want);
+
+	if (chunk == null || chunk == '')
+		return null;
+
+	body_left -= length(chunk);
+
+	return chunk;
+}
+
+const HEXDIGITS = '0123456789abcdefABCDEF';
+
+// %XX decoded, nothing else; a malformed escape or a result over 4095
+// bytes raises, as uhttpd's conversion does.
+function urldecode(value) {
+	if (value == null)
+		return '';
+
+	let s = '' + value, out = [], n = 0;
+
+	for (let i = 0; i < length(s); i++) {
+		let c = substr(s, i, 1);
+
+		if (c == '%') {
+			let pair = substr(s, i + 1, 2);
+
+			if (i + 2 >= length(s) || index(HEXDIGITS, substr(pair, 0, 1)) < 0 ||
+			    index(HEXDIGITS, substr(pair, 1, 1)) < 0)
+				die('malformed string on URL conversion\n');
+
+			c = chr(hex(pair));
+			i += 2;
+		}
+
+		if (++n > 4095)
+			die('buffer overflow on URL conversion\n');
+
+		push(out, c);
+	}
+
+	return join('', out);
+}
+
+// Letters, digits and -_.~ kept; every other byte as %xx (lower case).
+function urlencode(value) {
+	if (value == null)
+		return '';
+
+	let s = '' + value, out = [], n = 0;
+
+	for (let i = 0; i < length(s); i++) {
+		let b = ord(s, i);
+		let keep = (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) ||
+			(b >= 0x61 && b <= 0x7a) || b == 0x2d || b == 0x5f || b == 0x2e || b == 0x7e;
+		let piece = keep ? chr(b) : sprintf('%%%02x', b);
+
+		n += length(piece);
+
+		if (n > 4096)
+			die('buffer overflow on URL conversion\n');
+
+		push(out, piece);
+	}
+
+	return join('', out);
+}
+
+global.uhttpd = {
+	send,
+	sendc: send,
+	recv,
+	urldecode,
+	urlencode,
+	docroot: null
+};
+
+// Reads exactly `len` bytes; null if the connection ends first.
+function read_exactly(len) {
+	let parts = [], got = 0;
+
+	while (got < len) {
+		let part = conn.recv(min(len - got, 65536));
+
+		if (part == null || part == '')
+			return null;
+
+		push(parts, part);
+		got += length(part);
+	}
+
+	return join('', parts);
+}
+
+// The SCGI request head: a netstring of NUL-separated names and values.
+function read_head() {
+	let digits = '';
+
+	while (true) {
+		let c = conn.recv(1);
+
+		if (c == null || c == '')
+			return null;
+
+		if (c == ':')
+			break;
+
+		if (length(digits) >= 7 || index('0123456789', c) < 0)
+			return null;
+
+		digits += c;
+	}
+
+	let head = read_exactly(+digits + 1);
+
+	if (head == null || substr(head, -1) != ',')
+		return null;
+
+	let fields = split(substr(head, 0, -1), '\0');
+	let vars = {};
+
+	// The last field is the empty one after the final NUL.
+	for (let i = 0; i + 1 < length(fields); i += 2)
+		vars[fields[i]] = fields[i + 1];
+
+	return vars;
+}
+
+// env as uhttpd builds it for its ucode handlers.
+function request_env(vars) {
+	let env = {}, headers = {};
+
+	// SCGI always sends CONTENT_LENGTH; uhttpd has none without a body,
+	// and LuCI takes any CONTENT_LENGTH, "0" too, for a body to parse.
+	// (An explicit `Content-Length: 0` loses it too: nothing to read.)
+	for (let k, v in vars) {
+		if (k == 'SCGI' || (k == 'PATH_INFO' && v == '') || (k == 'CONTENT_LENGTH' && v == '0'))
+			continue;
+
+		env[k] = v;
+
+		if (index(k, 'HTTP_') == 0)
+			headers[lc(replace(substr(k, 5), '_', '-'))] = v;
+	}
+
+	// uhttpd's own: the request target among the headers, the handler
+	// as the script.
+	headers.URL = vars.REQUEST_URI;
+	env.SCRIPT_FILENAME = HANDLER;
+
+	if (vars.CONTENT_TYPE != null)
+		headers['content-type'] = vars.CONTENT_TYPE;
+
+	if (vars.CONTENT_LENGTH != null && vars.CONTENT_LENGTH != '0')
+		headers['content-length'] = vars.CONTENT_LENGTH;
+
+	env.HTTP_VERSION = (vars.SERVER_PROTOCOL == 'HTTP/1.0') ? 1.0 : 1.1;
+	env.headers = headers;
+
+	return env;
+}
+
+function fail_with(e) {
+	let ctx = e?.stacktrace?.[0]?.context;
+
+	send(`Status: 500 Internal Server Error\r\nContent-Type: text/plain\r\n\r\n` +
+		`Exception while executing ucode program ${HANDLER}:\n` +
+		`${e?.type ?? 'Error'}: ${e?.message ?? e}\n` +
+		(ctx ? `${ctx}\n` : ''));
+}
+
+// One request, in its own process.
+function serve() {
+	dup2(log_copy.fileno(), 2);
+
+	let vars = read_head();
+
+	if (vars == null) {
+		warn('luci-scgi: a request without a valid SCGI head\n');
+		return;
+	}
+
+	body_left = +vars.CONTENT_LENGTH || 0;
+	uhttpd.docroot = vars.DOCUMENT_ROOT;
+
+	try {
+		global.handle_request(request_env(vars));
+	}
+	catch (e) {
+		fail_with(e);
+	}
+}
+
+// The handler runs once, here: what it imports is compiled now, and what a
+// template prints while loading is dropped, as uhttpd drops it.
+let handler = loadfile(HANDLER, {
+	raw_mode: false,
+	lstrip_blocks: true,
+	trim_blocks: true,
+	strict_declarations: false
+});
+
+render(handler);
+
+if (type(global.handle_request) != 'function') {
+	warn(`luci-scgi: ${HANDLER} declares no handle_request() callback\n`);
+	exit(1);
+}
+
+uloop.init();
+
+if (stat(SOCKET)?.type == 'socket')
+	unlink(SOCKET);
+
+const server = socket.listen({ path: SOCKET }, null, { socktype: socket.SOCK_STREAM });
+
+if (!server) {
+	warn(`luci-scgi: cannot listen on ${SOCKET}: ${socket.error()}\n`);
+	exit(1);
+}
+
+uloop.handle(server, () => {
+	let c = server.accept();
+
+	if (!c)
+		return;
+
+	conn = c;
+	// With no input callback, uloop (ucode 81205a2) never closes a
+	// finished task's output pipe: one descriptor lost per request.
+	uloop.task(serve, null, () => null);
+	// The request's process has its own copy.
+	conn = null;
+	c.close();
+}, uloop.ULOOP_READ);
+
+uloop.run();
