@@ -984,6 +984,62 @@ fn one_client_holding_script_slots_leaves_the_owner_his_pages() {
     }
 }
 
+/// The same settings under uploads from as many addresses as there are
+/// slots (a host with many addresses): they keep their pace, and each
+/// address holds no more than its share, yet the owner's page and login
+/// POST, which come whole, still find a slot within 2 s.
+#[test]
+fn uploads_from_many_addresses_leave_the_owner_his_login() {
+    let s = start(&[
+        "--cgi-max",
+        "3",
+        "--header-timeout",
+        "30",
+        "--cgi-max-body",
+        "1073741824",
+    ]);
+    let count = format!("{}/cgi-bin/count", s.root.path().display());
+    let mut held = Vec::new();
+    for i in 4..8 {
+        let mut c = s.open_from(&format!("127.0.0.{i}"));
+        c.write_all(
+            b"POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000\r\n\r\n",
+        )
+        .unwrap();
+        c.write_all(&[b'x'; 9000]).unwrap();
+        held.push(c);
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || processes_with(&count).len()
+            >= 2),
+        "the uploads' scripts run: {}",
+        s.log_text()
+    );
+    let mut c = s.open_from("127.0.0.3");
+    let _ = c.tcp().set_read_timeout(Some(owner_bound()));
+    c.write_all(b"GET /cgi-bin/sized HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let page = read_response(&mut c, false).map(|r| (r.status, r.text()));
+    assert_eq!(page, Some((200, "hello".into())), "{}", s.log_text());
+    let login = "luci_username=root&luci_password=secret";
+    c.write_all(
+        format!(
+            "POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{login}",
+            login.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let answer = read_response(&mut c, false).map(|r| (r.status, r.text()));
+    assert_eq!(
+        answer,
+        Some((200, format!("{}\n", login.len()))),
+        "the owner's login POST: {}",
+        s.log_text()
+    );
+    drop(held);
+}
+
 /// A chunked body is read at the least pace (`cgi-body-rate`), as a body
 /// with a length is: a steady upload longer than `header-timeout` reaches
 /// the script whole, a trickle below the pace gets 408.

@@ -6,7 +6,11 @@
 //! With the ubus endpoint on, one slot is kept for requests carrying a
 //! LuCI session the endpoint knows (`ubus/sessions.rs`), and they are
 //! not counted in a client's share: however many addresses a flood comes
-//! from, the owner's pages find it.
+//! from, the owner's pages find it. And a script whose body is still
+//! coming when it starts (an upload) takes at most all but one of the
+//! slots open to it: uploads kept at their pace, from however many
+//! addresses, leave one slot to requests that come whole, a login form
+//! among them.
 
 use std::time::Instant;
 
@@ -20,6 +24,9 @@ pub struct Scripts {
     /// What requests without a known session may hold: all the slots
     /// but the kept one.
     anonymous: Slots,
+    /// What such requests may hold while their bodies still come: one
+    /// slot fewer again (at least one).
+    streaming: Slots,
     shares: Shares,
     bodies: Slots,
     body_shares: Shares,
@@ -30,6 +37,7 @@ pub struct Scripts {
 /// first, so a waiter woken by the slot finds it free too.
 pub struct Running {
     _anonymous: Option<(Share, Slot)>,
+    _streaming: Option<Slot>,
     _slot: Slot,
 }
 
@@ -57,6 +65,7 @@ impl Scripts {
         Scripts {
             slots: Slots::new(max),
             anonymous: Slots::new(max - kept),
+            streaming: Slots::new(streaming_limit(max, kept)),
             shares: Shares::new(per_client),
             bodies: Slots::new(max),
             body_shares: Shares::new(per_client),
@@ -72,6 +81,7 @@ impl Scripts {
         Scripts {
             slots: self.slots.limited(max),
             anonymous: self.anonymous.limited(max - kept),
+            streaming: self.streaming.limited(streaming_limit(max, kept)),
             shares: self.shares.limited(per_client),
             bodies: self.bodies.limited(max),
             body_shares: self.body_shares.limited(per_client),
@@ -88,7 +98,8 @@ impl Scripts {
     /// ubus endpoint knows. Such a request is the owner's, not counted in
     /// a client's share: a host that shares his client (his IPv6 /64)
     /// cannot hold his pages back.
-    pub fn take(&self, client: Client, session: bool) -> Result<Running, Refused> {
+    /// `streaming`: its body is still coming.
+    pub fn take(&self, client: Client, session: bool, streaming: bool) -> Result<Running, Refused> {
         let anonymous = match session {
             true => None,
             false => Some((
@@ -96,8 +107,13 @@ impl Scripts {
                 self.anonymous.take().ok_or(Refused::Full)?,
             )),
         };
+        let streaming = match streaming && !session {
+            true => Some(self.streaming.take().ok_or(Refused::Full)?),
+            false => None,
+        };
         Ok(Running {
             _anonymous: anonymous,
+            _streaming: streaming,
             _slot: self.slots.take().ok_or(Refused::Full)?,
         })
     }
@@ -108,12 +124,13 @@ impl Scripts {
         &self,
         client: Client,
         session: bool,
+        streaming: bool,
         deadlines: &Deadlines,
         until: Instant,
     ) -> Result<Running, Refused> {
         loop {
             let freed = self.slots.freed().notified();
-            match self.take(client, session) {
+            match self.take(client, session, streaming) {
                 Err(Refused::Share) => {
                     if within(deadlines, until, freed).await.is_none() {
                         return Err(Refused::Share);
@@ -150,6 +167,12 @@ pub fn luci_sessions<'a>(
         })
 }
 
+/// Slots uploads without a known session may hold: all those open to
+/// them but one, at least one.
+fn streaming_limit(max: usize, kept: usize) -> usize {
+    (max - kept).saturating_sub(1).max(1)
+}
+
 fn take(slots: &Slots, shares: &Shares, client: Client) -> Result<(Share, Slot), Refused> {
     let share = shares.take(client.id()).ok_or(Refused::Share)?;
     let slot = slots.take().ok_or(Refused::Full)?;
@@ -172,17 +195,20 @@ mod tests {
             client("192.0.2.2"),
             client("192.0.2.3"),
         );
-        let held = scripts.take(a, false).ok();
+        let held = scripts.take(a, false, false).ok();
         assert!(held.is_some());
-        assert_eq!(scripts.take(a, false).err(), Some(Refused::Share));
-        let others = [scripts.take(b, false).ok(), scripts.take(c, false).ok()];
+        assert_eq!(scripts.take(a, false, false).err(), Some(Refused::Share));
+        let others = [
+            scripts.take(b, false, false).ok(),
+            scripts.take(c, false, false).ok(),
+        ];
         assert!(others.iter().all(Option::is_some));
         assert_eq!(
-            scripts.take(client("192.0.2.4"), false).err(),
+            scripts.take(client("192.0.2.4"), false, false).err(),
             Some(Refused::Full)
         );
         drop(held);
-        assert!(scripts.take(a, false).is_ok(), "given back");
+        assert!(scripts.take(a, false, false).is_ok(), "given back");
         assert_eq!(Scripts::new(1, false).per_client(), 1);
         assert_eq!(Scripts::new(8, false).per_client(), 4);
     }
@@ -194,32 +220,35 @@ mod tests {
         let body = scripts.body(a).ok();
         assert!(body.is_some());
         assert_eq!(scripts.body(a).err(), Some(Refused::Share));
-        assert!(scripts.take(a, false).is_ok(), "a body place holds no slot");
+        assert!(
+            scripts.take(a, false, false).is_ok(),
+            "a body place holds no slot"
+        );
     }
 
     #[test]
     fn a_slot_is_kept_for_a_known_session() {
         let scripts = Scripts::new(3, true);
         let held = [
-            scripts.take(client("192.0.2.1"), false).ok(),
-            scripts.take(client("192.0.2.2"), false).ok(),
+            scripts.take(client("192.0.2.1"), false, false).ok(),
+            scripts.take(client("192.0.2.2"), false, false).ok(),
         ];
         assert!(held.iter().all(Option::is_some));
         assert_eq!(
-            scripts.take(client("192.0.2.3"), false).err(),
+            scripts.take(client("192.0.2.3"), false, false).err(),
             Some(Refused::Full)
         );
-        assert!(scripts.take(client("192.0.2.3"), true).is_ok());
+        assert!(scripts.take(client("192.0.2.3"), true, false).is_ok());
         // Nor does a client's share hold it back.
         let scripts = Scripts::new(3, true);
         let a = client("192.0.2.1");
-        let held = scripts.take(a, false).ok();
-        assert_eq!(scripts.take(a, false).err(), Some(Refused::Share));
-        assert!(held.is_some() && scripts.take(a, true).is_ok());
+        let held = scripts.take(a, false, false).ok();
+        assert_eq!(scripts.take(a, false, false).err(), Some(Refused::Share));
+        assert!(held.is_some() && scripts.take(a, true, false).is_ok());
         // One slot: nothing to keep.
         assert!(
             Scripts::new(1, true)
-                .take(client("192.0.2.1"), false)
+                .take(client("192.0.2.1"), false, false)
                 .is_ok()
         );
     }
@@ -243,5 +272,28 @@ mod tests {
         ];
         let found: Vec<&[u8]> = luci_sessions(&headers).collect();
         assert_eq!(found, [&b"0123abcd"[..], b"feed"]);
+    }
+
+    #[test]
+    fn uploads_leave_one_slot_to_requests_that_come_whole() {
+        let scripts = Scripts::new(3, false);
+        let uploads: Vec<_> = (1..=3)
+            .map(|i| scripts.take(client(&format!("192.0.2.{i}")), false, true))
+            .collect();
+        assert!(uploads[0].is_ok() && uploads[1].is_ok());
+        assert_eq!(uploads[2].as_ref().err(), Some(&Refused::Full));
+        assert!(
+            scripts.take(client("192.0.2.9"), false, false).is_ok(),
+            "a login form finds the last slot"
+        );
+        // A known session's upload is not held to it.
+        let with_ubus = Scripts::new(3, true);
+        let one = with_ubus.take(client("192.0.2.1"), false, true);
+        assert!(one.is_ok());
+        assert_eq!(
+            with_ubus.take(client("192.0.2.2"), false, true).err(),
+            Some(Refused::Full)
+        );
+        assert!(with_ubus.take(client("192.0.2.2"), true, true).is_ok());
     }
 }

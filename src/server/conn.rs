@@ -498,10 +498,11 @@ impl Conn {
         };
         let until = Instant::now() + CGI_SHARE_WAIT;
         let session = self.luci_session_known(&head);
+        let streaming = body.on_socket > 0;
         let _running = match self
             .w
             .scripts
-            .take_waiting(client, session, self.w.deadlines, until)
+            .take_waiting(client, session, streaming, self.w.deadlines, until)
             .await
         {
             Ok(running) => running,
