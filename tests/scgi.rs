@@ -423,8 +423,11 @@ fn a_body_trickled_below_cgi_body_rate_gets_408_and_frees_the_slot() {
         ],
     );
     let mut c = s.connect();
-    c.write_all(b"POST /app/count HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
+    // The body's start comes at once (the handler is reached), the rest
+    // trickles.
+    c.write_all(b"POST /app/count HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n")
         .unwrap();
+    c.write_all(&[b'x'; 9000]).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     let mut first = [0u8; 12];
     let mut answered = false;
@@ -454,10 +457,11 @@ fn handlers_and_scripts_share_the_script_slots() {
     let h = Handler::start();
     let s = start(&h, &["--cgi-max", "2"]);
     let port = s.port;
+    // From two clients: one client runs at most half of the slots.
     let held: Vec<_> = (0..2)
-        .map(|_| {
+        .map(|i| {
             std::thread::spawn(move || {
-                let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                let mut c = connect_from_to(&format!("127.0.0.{}", i + 2), port);
                 c.write_all(b"GET /app/hold HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
                     .unwrap();
                 read_to_close(&mut c)
