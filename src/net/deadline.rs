@@ -6,9 +6,8 @@
 //! SIGALRM, read from the worker's signalfd and on while anything waits,
 //! wakes the waits whose deadline has passed. A deadline fires up to two
 //! `TICK`s late (see `after`), which is nothing next to timeouts counted in
-//! seconds. No reactor
-//! timer is involved: with none pending, the reactor's wait sets no timeout
-//! and re-arms nothing.
+//! seconds. No reactor timer is involved: with none pending, the reactor's
+//! wait sets no timeout and re-arms nothing.
 //!
 //! The table is also the worker's clock. While the alarm rings, the time
 //! read at its last tick serves every deadline made and the Date header, so
