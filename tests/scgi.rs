@@ -404,7 +404,13 @@ fn a_silent_handler_gets_504_at_cgi_timeout_and_its_connection_closed() {
             == 1),
         "the handler's connection was closed"
     );
-    assert!(s.log_text().contains("no answer within 1s"));
+    assert!(
+        wait_until(Duration::from_secs(5), || s
+            .log_text()
+            .contains("no answer within 1s")),
+        "{}",
+        s.log_text()
+    );
     s.assert_healthy();
 }
 
@@ -498,7 +504,13 @@ fn a_missing_or_refusing_handler_gets_502() {
         let r = s.get(path, &[]);
         assert_eq!(r.status, 502, "{path}");
     }
-    assert!(s.log_text().contains("cannot reach unix:"));
+    assert!(
+        wait_until(Duration::from_secs(5), || s
+            .log_text()
+            .contains("cannot reach unix:")),
+        "{}",
+        s.log_text()
+    );
     s.assert_healthy();
 }
 
