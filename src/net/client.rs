@@ -158,7 +158,7 @@ impl OnLink {
         match ip {
             IpAddr::V4(a) => {
                 let a = mapped(a);
-                let net = self.on_link(a).unwrap_or(Net::new(a, NET_V4));
+                let net = self.on_link(a, true).unwrap_or(Net::new(a, NET_V4));
                 Client {
                     id: Net::new(a, 128),
                     net,
@@ -172,7 +172,7 @@ impl OnLink {
                         net: Net::new(a, SITE_V6),
                     };
                 }
-                match self.on_link(a) {
+                match self.on_link(a, false) {
                     Some(net) => Client {
                         id: Net::new(a, 128),
                         net,
@@ -186,8 +186,14 @@ impl OnLink {
         }
     }
 
-    fn on_link(&self, a: u128) -> Option<Net> {
-        self.nets.iter().find(|n| n.contains(a)).copied()
+    /// The on-link network of `a`, among the IPv4 ones (`v4`) or the IPv6
+    /// ones: an IPv4 address written IPv4-mapped lies inside `::/64`, the
+    /// /64 of the loopback's `::1`, and must not be counted there.
+    fn on_link(&self, a: u128, v4: bool) -> Option<Net> {
+        self.nets
+            .iter()
+            .find(|n| n.is_v4() == v4 && n.contains(a))
+            .copied()
     }
 }
 
@@ -221,6 +227,20 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.net().to_string(), "192.168.1.0/24");
         assert_eq!(a.net(), b.net());
+    }
+
+    #[test]
+    fn ipv4_peers_are_never_counted_in_the_loopbacks_64() {
+        // The loopback's ::1 listed before 127.0.0.1, as musl's getifaddrs
+        // lists them: ::/64 holds every IPv4-mapped address.
+        let links = OnLink::of(&[("::1", 64), ("127.0.0.1", 8)]);
+        let c = links.client("127.0.0.3".parse().unwrap());
+        assert_eq!(c.net().to_string(), "127.0.0.0/8");
+        let c = links.client("::ffff:127.0.0.3".parse().unwrap());
+        assert_eq!(c.net().to_string(), "127.0.0.0/8");
+        let only_v6 = OnLink::of(&[("::1", 64)]);
+        let c = only_v6.client("192.0.2.7".parse().unwrap());
+        assert_eq!(c.net().to_string(), "192.0.2.0/24", "off-link");
     }
 
     #[test]
