@@ -963,22 +963,7 @@ fn one_client_holding_script_slots_leaves_the_owner_his_pages() {
                 "{t:?}: the owner's page: {}",
                 s.log_text()
             );
-            let login = "luci_username=root&luci_password=secret";
-            c.write_all(
-                format!(
-                    "POST /cgi-bin/count HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{login}",
-                    login.len()
-                )
-                .as_bytes(),
-            )
-            .unwrap();
-            let answer = read_response(&mut c, false).map(|r| (r.status, r.text()));
-            assert_eq!(
-                answer,
-                Some((200, format!("{}\n", login.len()))),
-                "{t:?}: the owner's login POST: {}",
-                s.log_text()
-            );
+            assert_owner_logs_in(&mut c, &s);
         }
         drop(held);
     }
@@ -1021,6 +1006,13 @@ fn uploads_from_many_addresses_leave_the_owner_his_login() {
         .unwrap();
     let page = read_response(&mut c, false).map(|r| (r.status, r.text()));
     assert_eq!(page, Some((200, "hello".into())), "{}", s.log_text());
+    assert_owner_logs_in(&mut c, &s);
+    drop(held);
+}
+
+/// The owner's login form, posted on `c` to the script that answers with
+/// its body's length: 200 within the connection's read timeout.
+fn assert_owner_logs_in(c: &mut Conn, s: &Server) {
     let login = "luci_username=root&luci_password=secret";
     c.write_all(
         format!(
@@ -1030,14 +1022,14 @@ fn uploads_from_many_addresses_leave_the_owner_his_login() {
         .as_bytes(),
     )
     .unwrap();
-    let answer = read_response(&mut c, false).map(|r| (r.status, r.text()));
+    let answer = read_response(c, false).map(|r| (r.status, r.text()));
     assert_eq!(
         answer,
         Some((200, format!("{}\n", login.len()))),
-        "the owner's login POST: {}",
+        "the owner's login POST ({:?}): {}",
+        s.transport,
         s.log_text()
     );
-    drop(held);
 }
 
 /// A chunked body is read at the least pace (`cgi-body-rate`), as a body
