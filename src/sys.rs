@@ -5,6 +5,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::ptr;
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 use nix::sys::socket::{
@@ -296,6 +297,67 @@ pub fn send_tls_record(sock: &impl AsRawFd, content_type: u8, payload: &[u8]) ->
 
 pub fn set_nodelay(sock: &impl AsFd) {
     let _ = socket::setsockopt(sock, sockopt::TcpNoDelay, &true);
+}
+
+/// The IP addresses of this host's interfaces, each with its IPv4 prefix
+/// length (`None` for IPv6, or where none is given). Read from
+/// getifaddrs(3) by hand, copying only the bytes of each address's own
+/// type: nix's copies of these addresses into a larger storage were seen
+/// to give a netmask that reads differently from one look to the next in
+/// the aarch64 musl release build.
+pub fn interface_addresses() -> io::Result<Vec<(std::net::IpAddr, Option<u8>)>> {
+    use nix::libc;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut list: *mut libc::ifaddrs = ptr::null_mut();
+    // SAFETY: getifaddrs writes a list it allocated into `list`, freed below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut found = Vec::new();
+    let mut at = list;
+    while !at.is_null() {
+        // SAFETY: `at` is an element of the list getifaddrs made, alive until freeifaddrs.
+        let ifa = unsafe { &*at };
+        at = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: a non-null ifa_addr points at a socket address whose
+        // family says its type; each arm reads only that type's bytes.
+        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+        match family {
+            libc::AF_INET => {
+                // SAFETY: an AF_INET address is a sockaddr_in.
+                let sin = unsafe { ptr::read_unaligned(ifa.ifa_addr.cast::<libc::sockaddr_in>()) };
+                let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                let mask = ifa.ifa_netmask;
+                // SAFETY: a non-null netmask is a socket address like
+                // ifa_addr (some C libraries leave its family unset).
+                let prefix = if !mask.is_null()
+                    && matches!(
+                        i32::from(unsafe { (*mask).sa_family }),
+                        libc::AF_INET | libc::AF_UNSPEC
+                    ) {
+                    // SAFETY: an IPv4 address's netmask is a sockaddr_in.
+                    let m = unsafe { ptr::read_unaligned(mask.cast::<libc::sockaddr_in>()) };
+                    Some(u32::from_be(m.sin_addr.s_addr).leading_ones() as u8)
+                } else {
+                    None
+                };
+                found.push((IpAddr::V4(ip), prefix));
+            }
+            libc::AF_INET6 => {
+                // SAFETY: an AF_INET6 address is a sockaddr_in6.
+                let sin6 =
+                    unsafe { ptr::read_unaligned(ifa.ifa_addr.cast::<libc::sockaddr_in6>()) };
+                found.push((IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)), None));
+            }
+            _ => {}
+        }
+    }
+    // SAFETY: the list getifaddrs made, no longer used.
+    unsafe { libc::freeifaddrs(list) };
+    Ok(found)
 }
 
 /// Takes a client waiting on `listener`: its socket already nonblocking and

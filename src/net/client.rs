@@ -103,7 +103,7 @@ impl OnLink {
     /// The server's interfaces' networks as they are now; none (every
     /// peer off-link) when they cannot be read.
     pub fn read() -> OnLink {
-        let addrs = match nix::ifaddrs::getifaddrs() {
+        let addrs = match crate::sys::interface_addresses() {
             Ok(a) => a,
             Err(e) => {
                 log::warn!(
@@ -113,21 +113,12 @@ impl OnLink {
             }
         };
         let mut nets = Vec::new();
-        for a in addrs {
-            let (Some(addr), mask) = (a.address, a.netmask) else {
-                continue;
-            };
-            let net = if let Some(v6) = addr.as_sockaddr_in6() {
+        for (ip, prefix) in addrs {
+            let net = match ip {
                 // The /64 whatever the interface's prefix length: an
                 // address given by DHCPv6 is a /128, its link a /64.
-                Net::new(u128::from(v6.ip()), SITE_V6)
-            } else if let Some(v4) = addr.as_sockaddr_in() {
-                let len = mask
-                    .and_then(|m| m.as_sockaddr_in().map(|m| m.ip().to_bits().leading_ones()))
-                    .unwrap_or(32);
-                Net::new(mapped(v4.ip()), 96 + len as u8)
-            } else {
-                continue;
+                IpAddr::V6(v6) => Net::new(u128::from(v6), SITE_V6),
+                IpAddr::V4(v4) => Net::new(mapped(v4), 96 + prefix.unwrap_or(32).min(32)),
             };
             if !nets.contains(&net) {
                 nets.push(net);
