@@ -300,12 +300,60 @@ pub fn set_nodelay(sock: &impl AsFd) {
 }
 
 /// The IP addresses of this host's interfaces, each with its IPv4 prefix
-/// length (`None` for IPv6, or where none is given). Read from
-/// getifaddrs(3) by hand, copying only the bytes of each address's own
-/// type: nix's copies of these addresses into a larger storage were seen
-/// to give a netmask that reads differently from one look to the next in
-/// the aarch64 musl release build.
+/// length (`None` for IPv6, or where none is given): from the kernel's
+/// text in /proc (the same bytes whatever the byte order), else from
+/// getifaddrs(3) (a chroot without /proc). Under qemu-user a big-endian
+/// guest's getifaddrs never returned (its netlink replies are
+/// little-endian).
 pub fn interface_addresses() -> io::Result<Vec<(std::net::IpAddr, Option<u8>)>> {
+    match (
+        std::fs::read_to_string("/proc/net/fib_trie"),
+        std::fs::read_to_string("/proc/net/if_inet6"),
+    ) {
+        (Ok(v4), v6) => Ok(proc_networks(&v4, &v6.unwrap_or_default())),
+        _ => interfaces_from_libc(),
+    }
+}
+
+/// The networks of /proc/net/fib_trie's connected routes (a node's
+/// address followed by `/N link UNICAST` or `/N host LOCAL`) and the
+/// addresses of /proc/net/if_inet6 (32 hexadecimal digits first on a line).
+fn proc_networks(fib_trie: &str, if_inet6: &str) -> Vec<(std::net::IpAddr, Option<u8>)> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut found = Vec::new();
+    let mut node: Option<Ipv4Addr> = None;
+    for line in fib_trie.lines() {
+        let line = line.trim_start_matches([' ', '|', '+', '-']);
+        if let Ok(a) = line.trim().parse::<Ipv4Addr>() {
+            node = Some(a);
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let (Some(len), Some(scope), Some(kind)) = (words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        let Some(len) = len.strip_prefix('/').and_then(|l| l.parse::<u8>().ok()) else {
+            continue;
+        };
+        let connected = matches!((scope, kind), ("link", "UNICAST") | ("host", "LOCAL"));
+        if let (Some(a), true) = (node, connected && len <= 32) {
+            let entry = (IpAddr::V4(a), Some(len));
+            if !found.contains(&entry) {
+                found.push(entry);
+            }
+        }
+    }
+    for line in if_inet6.lines() {
+        let hex = line.split_whitespace().next().unwrap_or("");
+        if let (32, Ok(bits)) = (hex.len(), u128::from_str_radix(hex, 16)) {
+            found.push((IpAddr::V6(Ipv6Addr::from(bits)), None));
+        }
+    }
+    found
+}
+
+fn interfaces_from_libc() -> io::Result<Vec<(std::net::IpAddr, Option<u8>)>> {
     use nix::libc;
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
     let mut list: *mut libc::ifaddrs = ptr::null_mut();
@@ -534,5 +582,44 @@ pub fn return_free_memory() {
     #[cfg(target_env = "gnu")]
     unsafe {
         nix::libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod interface_tests {
+    use super::*;
+
+    #[test]
+    fn connected_networks_and_ipv6_addresses_are_read_from_proc() {
+        let fib_trie = "Main:
+  +-- 0.0.0.0/0 3 0 5
+     |-- 0.0.0.0
+        /0 universe UNICAST
+     +-- 127.0.0.0/8 2 0 2
+        +-- 127.0.0.0/31 1 0 0
+           |-- 127.0.0.0
+              /8 host LOCAL
+        |-- 127.255.255.255
+           /32 link BROADCAST
+     +-- 192.168.1.0/24 2 0 2
+           |-- 192.168.1.0
+              /24 link UNICAST
+Local:
+           |-- 127.0.0.0
+              /8 host LOCAL
+";
+        let if_inet6 = "fd000018000500000000000000000003 01 40 00 82       lo\n";
+        let got: Vec<String> = proc_networks(fib_trie, if_inet6)
+            .iter()
+            .map(|(a, l)| format!("{a} {l:?}"))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "127.0.0.0 Some(8)",
+                "192.168.1.0 Some(24)",
+                "fd00:18:5::3 None"
+            ]
+        );
     }
 }
