@@ -53,6 +53,10 @@ def start(args, root, log):
 
     def read_log():
         for line in proc.stderr:
+            # marmoset[PID]: the server's own pid (strace's child).
+            pid = re.match(r"marmoset\[(\d+)\]", line)
+            if pid and "pid" not in found:
+                found["pid"] = int(pid.group(1))
             m = re.search(r"listening on \S*:(\d+)", line)
             if m and "port" not in found:
                 found["port"] = int(m.group(1))
@@ -60,10 +64,10 @@ def start(args, root, log):
         ready.set()
 
     threading.Thread(target=read_log, daemon=True).start()
-    if not ready.wait(START_DEADLINE) or "port" not in found:
+    if not ready.wait(START_DEADLINE) or "port" not in found or "pid" not in found:
         proc.kill()
         sys.exit(f"the server did not say where it listens within {START_DEADLINE:.0f} s")
-    return proc, found["port"]
+    return proc, found["port"], found["pid"]
 
 
 def read_answer(sock, pending):
@@ -90,7 +94,7 @@ def run(args, root, bursts, per_burst, pause):
     requests on one connection, idle `pause` seconds before each burst."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "trace")
-        proc, port = start(args, root, log)
+        proc, port, pid = start(args, root, log)
         try:
             sock = socket.create_connection(("127.0.0.1", port), timeout=30)
             request = b"GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -105,10 +109,15 @@ def run(args, root, bursts, per_burst, pause):
                     pending = read_answer(sock, pending)
             sock.close()
         finally:
-            proc.send_signal(signal.SIGTERM)
+            # The server itself: strace, signalled, would leave it running.
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
+                os.kill(pid, signal.SIGKILL)
                 proc.kill()
                 proc.wait()
         return count(log, bool(args.runner))
