@@ -158,13 +158,10 @@ fn a_host_with_an_address_for_each_stalled_connection_leaves_the_owner_room() {
 #[test]
 fn a_flood_above_the_limit_beside_reloads_stays_within_it() {
     let s = server(&[]);
-    let reloads = || s.log_text().matches("reloading configuration").count();
     let mut held = Vec::new();
     for wave in 1..=3u8 {
         held.extend(flood(&s, &addresses(wave, 4), SHARE));
-        let n = reloads();
-        s.signal("HUP");
-        assert!(wait_until(Duration::from_secs(10), || reloads() > n));
+        s.reload();
     }
     assert_owner_served_within_the_limit(&s, "3 waves and 3 reloads", held.len());
     drop(held);
@@ -223,11 +220,8 @@ fn cgi_max_holds_across_reloads() {
     };
     let mut running = vec![ask("127.0.0.2"), ask("127.0.0.3")];
     assert!(wait_until(Duration::from_secs(10), || started(&dir) == 2));
-    let reloads = || s.log_text().matches("reloading configuration").count();
     for _ in 0..2 {
-        let n = reloads();
-        s.signal("HUP");
-        assert!(wait_until(Duration::from_secs(10), || reloads() > n));
+        s.reload();
     }
     let mut third = ask("127.0.0.4");
     third
@@ -268,13 +262,7 @@ fn login_failures_are_kept_across_a_reload() {
         assert_eq!(s.get("/admin/", &[wrong]).status, 401, "guess {i}");
     }
     assert_eq!(s.get("/admin/", &[right]).status, 429, "held back");
-    let n = s.log_text().matches("reloading configuration").count();
-    s.signal("HUP");
-    assert!(wait_until(Duration::from_secs(10), || s
-        .log_text()
-        .matches("reloading configuration")
-        .count()
-        > n));
+    s.reload();
     assert_eq!(
         s.get("/admin/", &[right]).status,
         429,
@@ -295,13 +283,7 @@ fn a_lower_limit_applies_to_the_connections_held_before_the_reload() {
     let held = flood(&s, &addresses(1, 3), SHARE);
     let lower = LIMIT / 2;
     std::fs::write(&conf, format!("max-connections {lower}\nworkers 1\n")).unwrap();
-    let n = s.log_text().matches("reloading configuration").count();
-    s.signal("HUP");
-    assert!(wait_until(Duration::from_secs(10), || s
-        .log_text()
-        .matches("reloading configuration")
-        .count()
-        > n));
+    s.reload();
     assert!(
         wait_until(Duration::from_secs(5), || owner_served(&s)),
         "the owner was not served within 5 s"

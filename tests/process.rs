@@ -488,11 +488,8 @@ fn a_reload_lets_kept_alive_clients_finish_in_the_one_process_over(t: Transport)
     assert_eq!(read_to_close(&mut c), "");
     // More reloads, each with its requests: what the replaced settings held
     // open (the root, cached files, the inotify watch) is closed again.
-    let reloads = || s.log_text().matches("reloading configuration").count();
     for i in 0..5 {
-        let n = reloads();
-        s.signal("HUP");
-        assert!(wait_until(Duration::from_secs(10), || reloads() > n));
+        s.reload();
         assert_eq!(s.get("/", &[]).status, 200, "reload {i}");
     }
     assert!(
@@ -719,11 +716,8 @@ fn reloads_free_the_configurations_they_replace() {
     let root = TempDir::new("reloadsroot");
     root.write("index.html", "x");
     let s = Server::start_with_config_over(t, &conf, root, &[]);
-    let reloads = || s.log_text().matches("reloading configuration").count();
     let reload = |i: usize| {
-        let n = reloads();
-        s.signal("HUP");
-        assert!(wait_until(Duration::from_secs(10), || reloads() > n));
+        s.reload();
         let (path, headers, status) = match i % 3 {
             0 => ("/", &[][..], 200),
             1 => ("/api/x", &[][..], 200),

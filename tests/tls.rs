@@ -379,19 +379,7 @@ fn a_reload_of_the_one_process_keeps_its_sessions() {
         let sess = sess.to_str().unwrap();
         let (resumed, _) = resumed_on(&t, &[version, "-sess_out", sess]);
         assert!(!resumed);
-        let reloads = t
-            .server
-            .log_text()
-            .matches("reloading configuration")
-            .count();
-        t.server.signal("HUP");
-        assert!(wait_until(Duration::from_secs(10), || {
-            t.server
-                .log_text()
-                .matches("reloading configuration")
-                .count()
-                > reloads
-        }));
+        t.server.reload();
         let (resumed, _) = resumed_on(&t, &[version, "-sess_in", sess]);
         assert!(resumed, "{version} after the reload");
     }

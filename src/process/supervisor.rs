@@ -211,6 +211,7 @@ impl Supervisor {
                 self.respawn.push((slot, Instant::now() + RESPAWN_DELAY));
             }
         }
+        log::info!("configuration reloaded");
     }
 
     fn signal_all(&self, sig: Signal) {

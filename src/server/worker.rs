@@ -264,6 +264,7 @@ async fn run_until_stopped(
                     old.push(Rc::downgrade(&w));
                     w = next;
                     start(&w, &ex, &sockets, role);
+                    log::info!("configuration reloaded");
                 }
             }
             // A forked worker is replaced by the supervisor; a SIGHUP sent to

@@ -403,6 +403,21 @@ impl Server {
         wait_until(within, || self.log_text().contains(needle))
     }
 
+    /// Sends SIGHUP and waits until the reload has ended: the new
+    /// configuration is in force, or the log says why the old one stays.
+    pub fn reload(&self) {
+        let ended = || {
+            let log = self.log_text();
+            log.matches("configuration reloaded").count() + log.matches("reload failed").count()
+        };
+        let before = ended();
+        self.signal("HUP");
+        assert!(
+            wait_until(Duration::from_secs(10), || ended() > before),
+            "the reload did not end within 10 s"
+        );
+    }
+
     pub fn signal(&self, sig: &str) {
         let ok = Command::new("kill")
             .args(["-s", sig, &self.pid().to_string()])
