@@ -1121,7 +1121,7 @@ fn an_event_stream_does_not_outlive_its_ubusd_silently() {
 
 /// One hostile client per address, from the attacks on the endpoint:
 /// wrong-password `session.login` calls (rpcd takes 3 s to refuse each
-/// here) and slow calls of a session it holds, each on many connections,
+/// here; past its 5 the guesser gets 429 at once) and slow calls of a session it holds, each on many connections,
 /// over and over. The owner, at another address, logs in over ubus and
 /// makes calls with that session and with another live one, each answered
 /// within 2 s.
@@ -1162,7 +1162,8 @@ fn a_login_flood_and_slow_calls_leave_the_owner_room() {
                         while !stop.load(Ordering::Relaxed) {
                             send_post(&mut c, "/ubus", body.as_bytes(), &[]);
                             match read_response(&mut c, false) {
-                                Some(r) if r.status == 503 => {
+                                // 429: a guesser past its logins.
+                                Some(r) if r.status == 503 || r.status == 429 => {
                                     refused.fetch_add(1, Ordering::Relaxed);
                                     // A flood, not a busy loop on a shared machine.
                                     std::thread::sleep(Duration::from_millis(50));
@@ -1472,7 +1473,8 @@ fn over_ipv6_a_session_finds_room_beside_a_login_flood_from_its_own_64() {
                     while !stop.load(Ordering::Relaxed) {
                         send_post(&mut h, "/ubus", guess.as_bytes(), &[]);
                         match read_response(&mut h, false) {
-                            Some(r) if r.status == 503 => {
+                            // 429: a guesser past its logins.
+                            Some(r) if r.status == 503 || r.status == 429 => {
                                 refused.fetch_add(1, Ordering::Relaxed);
                                 std::thread::sleep(Duration::from_millis(50));
                             }
@@ -1496,10 +1498,11 @@ fn over_ipv6_a_session_finds_room_beside_a_login_flood_from_its_own_64() {
     }
 }
 
-/// Wrong-password logins from three addresses fill every place requests
-/// without a known session may take; the owner, at a fourth, still logs
-/// in over ubus within 2 s, each time: a freed place goes first to the
-/// waiting client that holds the fewest.
+/// Wrong-password logins from three addresses, each on 30 connections at
+/// once and over and over: rpcd is asked 5 times for each address (each
+/// guess is counted before it is sent on), the rest are answered 429 at
+/// once, and the owner at a fourth address still logs in over ubus within
+/// 2 s, each time.
 #[test]
 fn a_login_flood_from_many_addresses_leaves_the_owner_his_login() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -1508,7 +1511,7 @@ fn a_login_flood_from_many_addresses_leaves_the_owner_his_login() {
         let bus = UbusStandin::start_slow_logins(&dir, 1.0);
         let s = ubus_server(t, &dir, &bus, "");
         let stop = AtomicBool::new(false);
-        let refused = AtomicUsize::new(0);
+        let held = AtomicUsize::new(0);
         struct Stop<'a>(&'a AtomicBool);
         impl Drop for Stop<'_> {
             fn drop(&mut self) {
@@ -1522,18 +1525,20 @@ fn a_login_flood_from_many_addresses_leaves_the_owner_his_login() {
             "login",
             r#"{"username":"root","password":"guess"}"#,
         );
+        let guessers = ["127.0.0.2", "127.0.0.5", "127.0.0.6"];
         std::thread::scope(|scope| {
             let _stop = Stop(&stop);
-            for from in ["127.0.0.2", "127.0.0.5", "127.0.0.6"] {
+            for from in guessers {
                 for _ in 0..30 {
-                    let (s, stop, refused, guess) = (&s, &stop, &refused, &guess);
+                    let (s, stop, held, guess) = (&s, &stop, &held, &guess);
                     scope.spawn(move || {
                         let mut h = s.open_from(from);
                         while !stop.load(Ordering::Relaxed) {
                             send_post(&mut h, "/ubus", guess.as_bytes(), &[]);
                             match read_response(&mut h, false) {
-                                Some(r) if r.status == 503 => {
-                                    refused.fetch_add(1, Ordering::Relaxed);
+                                Some(r) if r.status == 429 || r.status == 503 => {
+                                    held.fetch_add(usize::from(r.status == 429), Ordering::Relaxed);
+                                    // A flood, not a busy loop on a shared machine.
                                     std::thread::sleep(Duration::from_millis(50));
                                 }
                                 Some(_) => {}
@@ -1544,18 +1549,153 @@ fn a_login_flood_from_many_addresses_leaves_the_owner_his_login() {
                 }
             }
             let flooding = wait_until(WAIT, || {
-                refused.load(Ordering::Relaxed) > 0
-                    && bus.count("invoke session login") >= 3 * UBUS_ANONYMOUS_PER_CLIENT
+                held.load(Ordering::Relaxed) >= 3 * 30
+                    && bus.count("invoke session login") >= 3 * AUTH_FAIL_LIMIT
             });
-            assert!(flooding, "{t:?}: the flood was never refused");
+            assert!(flooding, "{t:?}: the guessers were never held back");
             for _ in 0..3 {
                 let mut c = s.open_from("127.0.0.3");
                 let sid = log_in(&mut c, &s);
                 assert_eq!(sid.len(), 32, "{sid}");
             }
         });
+        bus.settle(&s);
+        assert_eq!(
+            bus.count("invoke session login"),
+            3 * AUTH_FAIL_LIMIT + 3,
+            "{t:?}: the guesses rpcd was asked, and the owner's logins"
+        );
     }
 }
 
-/// Requests without a known session one client may have in flight.
-const UBUS_ANONYMOUS_PER_CLIENT: usize = 8;
+/// Password checks one address may start in a minute (`limits.rs`).
+const AUTH_FAIL_LIMIT: usize = 5;
+
+/// A stand-in for LuCI's login as its dispatcher answers: 403 with
+/// `X-LuCI-Login-Required: yes` and the login page for a wrong password,
+/// a redirect setting the session cookie for the right one. Each run
+/// leaves a line in `cgi-bin/tries`.
+fn luci_login_script(root: &TempDir) {
+    script(
+        root,
+        "luci",
+        "echo run >> \"$(dirname \"$0\")/tries\"\n\
+         body=$(head -c \"${CONTENT_LENGTH:-0}\")\n\
+         case \"$body\" in\n\
+         *luci_password=secret*) printf 'Status: 302 Found\\nSet-Cookie: sysauth_http=0123456789abcdef0123456789abcdef; path=/cgi-bin/luci/; HttpOnly\\nLocation: /cgi-bin/luci/admin\\n\\n' ;;\n\
+         *) printf 'Status: 403 Forbidden\\nX-LuCI-Login-Required: yes\\nContent-Type: text/html\\n\\nlogin page' ;;\n\
+         esac\n",
+    );
+}
+
+/// Password guesses through LuCI's login form and `session.login` count
+/// as Basic auth's do: 5 a minute per address, 20 in 10 minutes per
+/// network, and past them 429 with `Retry-After` before rpcd or the
+/// script is asked, whatever the password. An address that logged in
+/// before keeps its own budget and logs in both ways.
+#[test]
+fn luci_and_ubus_login_guesses_are_bounded_per_address_and_per_network() {
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-guesses");
+        let bus = UbusStandin::start(&dir);
+        let root = luci_root();
+        luci_login_script(&root);
+        let tries = root.path().join("cgi-bin/tries");
+        let s = Server::start_with_config_over(t, &luci_config(&dir, &bus), root, &[]);
+        let runs = || {
+            std::fs::read_to_string(&tries)
+                .map(|t| t.lines().count())
+                .unwrap_or(0)
+        };
+        let ubus_login = |from: &str, password: &str| {
+            let body = call_body(
+                1,
+                ANONYMOUS,
+                "session",
+                "login",
+                &format!(r#"{{"username":"root","password":"{password}"}}"#),
+            );
+            let mut c = s.open_from(from);
+            send_post(&mut c, "/ubus", body.as_bytes(), &[]);
+            read_response(&mut c, false).expect("an answer")
+        };
+        let form_login = |from: &str, password: &str| {
+            let body = format!("luci_username=root&luci_password={password}");
+            let mut c = s.open_from(from);
+            let head = format!(
+                "POST /cgi-bin/luci HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            c.write_all(head.as_bytes()).unwrap();
+            c.write_all(body.as_bytes()).unwrap();
+            read_response(&mut c, false).expect("an answer")
+        };
+        // The owner logs in once, before any guessing.
+        let owner = "127.0.0.3";
+        assert_eq!(ubus_login(owner, "secret").status, 200);
+        let asked = || {
+            bus.settle(&s);
+            bus.count("invoke session login")
+        };
+        let before = asked();
+        // One address guessing over ubus: 5 reach rpcd.
+        let denied = ubus_login("127.0.0.2", "guess");
+        assert_eq!(denied.status, 200);
+        for _ in 0..4 {
+            assert_eq!(ubus_login("127.0.0.2", "guess").text(), denied.text());
+        }
+        for password in ["guess", "secret"] {
+            let r = ubus_login("127.0.0.2", password);
+            assert_eq!(r.status, 429, "{t:?}: {}", s.log_text());
+            assert_eq!(r.header("retry-after"), Some("60"));
+            assert_eq!(
+                r.text(),
+                denied.text(),
+                "the same answer, whatever the password"
+            );
+        }
+        assert_eq!(asked() - before, 5);
+        // One address guessing through the form: 5 reach the script.
+        for _ in 0..5 {
+            let r = form_login("127.0.0.4", "guess");
+            assert_eq!(r.status, 403, "{t:?}: {}", s.log_text());
+        }
+        for password in ["guess", "secret"] {
+            let r = form_login("127.0.0.4", password);
+            assert_eq!(r.status, 429, "{t:?}: {}", s.log_text());
+            assert_eq!(r.header("retry-after"), Some("60"));
+        }
+        assert_eq!(runs(), 5);
+        // Two more addresses spend the network's 20.
+        for from in ["127.0.0.5", "127.0.0.6"] {
+            for _ in 0..5 {
+                assert_eq!(ubus_login(from, "guess").status, 200);
+            }
+        }
+        assert_eq!(asked() - before, 15);
+        let newcomer = "127.0.0.7";
+        assert_eq!(ubus_login(newcomer, "secret").status, 429);
+        assert_eq!(form_login(newcomer, "secret").status, 429);
+        assert_eq!((asked() - before, runs()), (15, 5));
+        // The owner's address logged in before: it logs in both ways.
+        let r = ubus_login(owner, "secret");
+        assert_eq!(r.status, 200);
+        assert_eq!(
+            json_of(&r, &s).get("result").at(0).i64(),
+            Some(0),
+            "{}",
+            r.text()
+        );
+        let r = form_login(owner, "secret");
+        assert_eq!(r.status, 302, "{t:?}: {}", s.log_text());
+        assert!(
+            r.header("set-cookie")
+                .is_some_and(|c| c.starts_with("sysauth_http="))
+        );
+        assert!(
+            s.log_text()
+                .contains("reached its network's limit of login checks")
+        );
+        s.assert_healthy();
+    }
+}

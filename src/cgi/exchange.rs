@@ -13,6 +13,7 @@ use futures_lite::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, future, io::Buf
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
+use crate::cgi::luci::Login;
 use crate::cgi::output::{self, ScriptHead};
 use crate::cgi::scgi::{self, Address, Unreached};
 use crate::cgi::script::{Job, Target};
@@ -61,6 +62,8 @@ pub enum Answer {
         bytes: u64,
         /// Its framing lets the connection carry another request.
         reusable: bool,
+        /// What it said of a LuCI login.
+        login: Login,
     },
     /// Nothing went out: the connection answers with this status.
     Failed(Status),
@@ -388,6 +391,7 @@ impl Exchange<'_> {
         out: &mut Vec<u8>,
         sent_head: &mut bool,
     ) -> Result<Answer, End> {
+        let login = Login::of(&head);
         let has_body = head.status.has_body();
         let framing = match (head.content_length, self.version) {
             (Some(n), _) => Framing::Length(n),
@@ -429,6 +433,7 @@ impl Exchange<'_> {
                 status,
                 bytes: 0,
                 reusable: keep_alive,
+                login,
             });
         }
         let mut sent: u64 = 0;
@@ -468,6 +473,7 @@ impl Exchange<'_> {
             status,
             bytes: sent,
             reusable: keep_alive,
+            login,
         })
     }
 }

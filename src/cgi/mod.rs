@@ -4,6 +4,7 @@
 //! the same way, from a process that is already running.
 
 pub(crate) mod exchange;
+pub(crate) mod luci;
 pub mod output;
 pub(crate) mod running;
 pub mod scgi;

@@ -147,26 +147,6 @@ impl Scripts {
     }
 }
 
-/// The session ids in LuCI's login cookies (`sysauth`, `sysauth_http`,
-/// `sysauth_https`): its session is rpcd's, the one its pages call ubus
-/// with.
-#[cfg(feature = "ubus")]
-pub fn luci_sessions<'a>(
-    headers: &'a [httparse::Header<'a>],
-) -> impl Iterator<Item = &'a [u8]> + 'a {
-    headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("cookie"))
-        .flat_map(|h| h.value.split(|&b| b == b';'))
-        .filter_map(|pair| {
-            let pair = pair.trim_ascii();
-            let eq = pair.iter().position(|&b| b == b'=')?;
-            let name = &pair[..eq];
-            matches!(name, b"sysauth" | b"sysauth_http" | b"sysauth_https")
-                .then(|| pair[eq + 1..].trim_ascii())
-        })
-}
-
 /// Slots uploads without a known session may hold: all those open to
 /// them but one, at least one.
 fn streaming_limit(max: usize, kept: usize) -> usize {
@@ -251,27 +231,6 @@ mod tests {
                 .take(client("192.0.2.1"), false, false)
                 .is_ok()
         );
-    }
-
-    #[test]
-    #[cfg(feature = "ubus")]
-    fn luci_cookies_name_their_sessions() {
-        let headers = [
-            httparse::Header {
-                name: "Cookie",
-                value: b"a=1; sysauth_https=0123abcd ;x=sysauth",
-            },
-            httparse::Header {
-                name: "cookie",
-                value: b"sysauth=feed",
-            },
-            httparse::Header {
-                name: "X-Cookie",
-                value: b"sysauth=nope",
-            },
-        ];
-        let found: Vec<&[u8]> = luci_sessions(&headers).collect();
-        assert_eq!(found, [&b"0123abcd"[..], b"feed"]);
     }
 
     #[test]

@@ -63,6 +63,9 @@ pub const GZIP: HeaderLine = HeaderLine::new("\r\nContent-Encoding: gzip");
 pub const BROTLI: HeaderLine = HeaderLine::new("\r\nContent-Encoding: br");
 /// A 503 for want of a CGI slot: they free up within seconds.
 pub const RETRY_SOON: HeaderLine = HeaderLine::new("\r\nRetry-After: 5");
+/// A 429 to a client held back after failed logins: the rest of its
+/// window (`AUTH_FAIL_WINDOW`) at most.
+pub const RETRY_AFTER_LOGINS: HeaderLine = HeaderLine::new("\r\nRetry-After: 60");
 
 /// What the rules one path matches do to a response, worked out once per
 /// file: its Cache-Control line, the names whose lines the rules replace or

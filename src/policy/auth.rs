@@ -23,8 +23,8 @@ use futures_lite::AsyncReadExt;
 
 use crate::http::request::{Field, Request};
 use crate::limits::{
-    AUTH_CACHE_MAX, AUTH_CACHE_TTL, AUTH_FAIL_LIMIT, AUTH_FAIL_WINDOW, AUTH_MAX_CREDENTIAL,
-    AUTH_NET_FAIL_LIMIT, AUTH_NET_FAIL_WINDOW, AUTH_QUEUE, AUTH_THREADS,
+    AUTH_CACHE_MAX, AUTH_CACHE_TTL, AUTH_FAIL_LIMIT, AUTH_MAX_CREDENTIAL, AUTH_NET_FAIL_LIMIT,
+    AUTH_QUEUE, AUTH_THREADS,
 };
 use crate::net::client::OnLink;
 use crate::policy::failures::{Counted, Failures, Limits};
@@ -311,19 +311,7 @@ impl Auth {
         // Counted now, not when the answer comes: parallel guesses cannot
         // all start before the first is counted. The same credentials
         // already being checked (a browser's parallel requests) are one guess.
-        let counted = (!again).then(|| self.failures.borrow_mut().count(who));
-        if self.failures.borrow().net_holds(who) {
-            log::warn!(
-                "auth: {} reached its network's limit of login checks; 429 for up to {}s to its addresses without a login in the last day",
-                who.net(),
-                AUTH_NET_FAIL_WINDOW.as_secs()
-            );
-        } else if self.failures.borrow().held(who) {
-            log::warn!(
-                "auth: {who} reached its limit of login checks; 429 for up to {}s",
-                AUTH_FAIL_WINDOW.as_secs()
-            );
-        }
+        let counted = (!again).then(|| self.failures.borrow_mut().count_logged(who, "auth"));
         Decision::Verify(Pending {
             user,
             answer,

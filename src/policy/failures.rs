@@ -151,6 +151,25 @@ impl Failures {
         }
     }
 
+    /// Counts a check starting for `client`, as `count`, and logs when
+    /// that holds it back (`what` names the login, for the log).
+    pub fn count_logged(&mut self, client: Client, what: &str) -> Counted {
+        let counted = self.count(client);
+        if self.net_holds(client) {
+            log::warn!(
+                "{what}: {} reached its network's limit of login checks; 429 for up to {}s to its addresses without a login in the last day",
+                client.net(),
+                AUTH_NET_FAIL_WINDOW.as_secs()
+            );
+        } else if self.held(client) {
+            log::warn!(
+                "{what}: {client} reached its limit of login checks; 429 for up to {}s",
+                AUTH_FAIL_WINDOW.as_secs()
+            );
+        }
+        counted
+    }
+
     /// Takes back a check that found a good password. Only that one check:
     /// a good login does not wipe the client's failures, or a guesser with
     /// an account of its own could log in between guesses to start afresh.

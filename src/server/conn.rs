@@ -13,9 +13,10 @@ use std::time::Instant;
 use futures_lite::future;
 
 use crate::cgi::exchange::{self, Answer, Exchange};
-use crate::cgi::running::Refused;
 #[cfg(feature = "ubus")]
-use crate::cgi::running::luci_sessions;
+use crate::cgi::luci;
+use crate::cgi::luci::Login;
+use crate::cgi::running::Refused;
 use crate::cgi::script::Job;
 use crate::http::chunked;
 use crate::http::gunzip::Gunzip;
@@ -93,6 +94,17 @@ struct Conn {
     w: Rc<Worker>,
     /// Last, so that it is given back after the socket is closed.
     _slots: [Slot; 2],
+}
+
+/// What a script request is to LuCI's login (`cgi/luci.rs`).
+#[derive(Clone, Copy, PartialEq)]
+enum LuciCaller {
+    /// Its login cookie names a session the ubus endpoint knows.
+    Session,
+    /// Without such a session, it may carry a login: counted as a
+    /// password check unless its answer says it was none.
+    MayLogIn,
+    Neither,
 }
 
 /// What went out for one request: the record the access log gets.
@@ -452,6 +464,10 @@ impl Conn {
             return self.fail(Status::ContentTooLarge, &job, unread).await;
         }
         let client = self.w.config.links.client(self.sock.peer.ip());
+        let luci = self.luci_caller(&head);
+        if luci == LuciCaller::MayLogIn && self.w.failures.borrow().held(client) {
+            return self.fail(Status::TooManyRequests, &job, unread).await;
+        }
         let pace = Pace::new(settings.body_rate, self.w.config.header_timeout);
         // A chunked body is decoded whole before its script starts: while
         // it comes it holds a place among the bodies, not a script slot.
@@ -497,7 +513,7 @@ impl Conn {
             },
         };
         let until = Instant::now() + CGI_SHARE_WAIT;
-        let session = self.luci_session_known(&head);
+        let session = luci == LuciCaller::Session;
         let streaming = body.on_socket > 0;
         let _running = match self
             .w
@@ -508,7 +524,33 @@ impl Conn {
             Ok(running) => running,
             Err(refused) => return self.refuse_script(refused, &job, unread).await,
         };
+        // Counted when the script starts, as a password check is: parallel
+        // guesses cannot all start before the first is counted.
+        let counted = (luci == LuciCaller::MayLogIn).then(|| {
+            self.w
+                .failures
+                .borrow_mut()
+                .count_logged(client, "luci login")
+        });
         let mut outcome = self.exchange(reply).run(&job, body, &pace).await?;
+        if let Some(counted) = counted {
+            let mut failures = self.w.failures.borrow_mut();
+            match outcome.answer {
+                Answer::Sent {
+                    login: Login::Refused,
+                    ..
+                } => {}
+                Answer::Sent {
+                    login: Login::Granted,
+                    ..
+                } => {
+                    failures.refund(counted);
+                    // LuCI's user name is in the form: all its logins are one user's.
+                    failures.trust(client, "luci");
+                }
+                _ => failures.refund(counted),
+            }
+        }
         let mut reply = reply;
         let mut redirects = 0;
         loop {
@@ -519,6 +561,7 @@ impl Conn {
                     status,
                     bytes,
                     reusable,
+                    ..
                 } => {
                     return Ok(Sent {
                         status,
@@ -602,6 +645,7 @@ impl Conn {
             sock: &self.sock,
             client: self.w.config.links.client(self.sock.peer.ip()),
             bus,
+            failures: &self.w.failures,
             settings: &self.w.config.ubus,
             clock: &self.w.clock,
             body_timeout: self.w.config.header_timeout,
@@ -691,6 +735,7 @@ impl Conn {
         match status {
             // Script slots free up within seconds.
             Status::ServiceUnavailable => r.add_header(header::RETRY_SOON),
+            Status::TooManyRequests => r.add_header(header::RETRY_AFTER_LOGINS),
             // The script was killed mid-exchange: what the client sent
             // after the head may not have been read.
             Status::GatewayTimeout => r.close = true,
@@ -717,19 +762,23 @@ impl Conn {
         self.fail(Status::ServiceUnavailable, job, reply)
     }
 
-    /// Whether a script request carries a LuCI session the ubus endpoint
-    /// knows (`head` is its head).
-    fn luci_session_known(&self, head: &[u8]) -> bool {
+    /// What a script request (`head` is its head) is to LuCI's login,
+    /// with the ubus endpoint on: without it, neither.
+    fn luci_caller(&self, head: &[u8]) -> LuciCaller {
         #[cfg(feature = "ubus")]
         if let Some(bus) = self.w.ubus.as_ref() {
             let mut headers = request::empty_headers();
             if let Ok(Some(req)) = request::parse(head, &mut headers) {
-                return luci_sessions(req.headers).any(|sid| bus.sessions.knows(sid));
+                if luci::sessions(req.headers).any(|sid| bus.sessions.knows(sid)) {
+                    return LuciCaller::Session;
+                }
+                if luci::may_log_in(&req) {
+                    return LuciCaller::MayLogIn;
+                }
             }
         }
-        // Without the endpoint no session is known.
         let _ = head;
-        false
+        LuciCaller::Neither
     }
 
     /// Waits, at the body's pace, until the start of a body of `len` bytes

@@ -210,7 +210,7 @@ pub fn route(
         }
         Decision::Limited => {
             let mut r = Response::status(Status::TooManyRequests);
-            r.add_header(const { HeaderLine::new("\r\nRetry-After: 60") });
+            r.add_header(header::RETRY_AFTER_LOGINS);
             return Routed::Respond(finish(site, r, path.as_str()));
         }
         // 503, not 429: the queue is full of everyone's checks, and this

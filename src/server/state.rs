@@ -52,7 +52,7 @@ pub struct Worker {
     /// client's share of those, over every generation.
     pub scripts: Scripts,
     /// Login failures per client, over every generation.
-    failures: Rc<RefCell<Failures>>,
+    pub failures: Rc<RefCell<Failures>>,
     /// Connections to proxy backends, open and kept.
     pub proxy: ProxyPool,
     /// The connection to ubusd, when the ubus endpoint is on.

@@ -39,6 +39,7 @@ pub const T_DOUBLE: u8 = 8;
 
 /// ubus status codes the endpoint names.
 pub const S_NOT_FOUND: i32 = 4;
+pub const S_PERMISSION_DENIED: i32 = 6;
 
 /// The header before every message.
 pub const HEADER: usize = 8;

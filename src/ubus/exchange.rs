@@ -3,13 +3,14 @@
 //! together, so a small answer never waits on the client's delayed ACK);
 //! an event stream sends each notification as it comes.
 
+use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 use futures_lite::future;
 
 use crate::http::chunked;
 use crate::http::clock::Clock;
-use crate::http::header::push_num;
+use crate::http::header::{RETRY_AFTER_LOGINS, push_num};
 use crate::http::request::{BodyKind, Version};
 use crate::http::response::{self, Body, HeadContext, Response};
 use crate::http::status::Status;
@@ -19,6 +20,7 @@ use crate::net::hangup::client_gone;
 use crate::net::input::Input;
 use crate::net::notify::Notify;
 use crate::net::sock::{End, Sock};
+use crate::policy::failures::Failures;
 use crate::ubus::asked::{Asked, Kind};
 use crate::ubus::bus::Bus;
 use crate::ubus::rpc::{self, Rpc};
@@ -31,6 +33,8 @@ pub struct Exchange<'a> {
     /// Who the client is, for its share of the calls.
     pub client: Client,
     pub bus: &'a Bus,
+    /// Login failures, counted for `session.login` as for Basic auth.
+    pub failures: &'a RefCell<Failures>,
     pub settings: &'a Settings,
     pub clock: &'a Clock,
     /// How long the request body may take to arrive.
@@ -82,6 +86,9 @@ impl Exchange<'_> {
             bus: self.bus,
             timeout: self.settings.timeout,
             auth: self.settings.auth,
+            client: self.client,
+            failures: self.failures,
+            held_login: Cell::new(false),
         };
         let mut keep_alive = self.keep_alive;
         let text = match asked.kind {
@@ -156,6 +163,11 @@ impl Exchange<'_> {
         match answer {
             Some(Ok(mut a)) => {
                 a.keep_alive &= keep_alive;
+                if rpc.held_login.get() {
+                    // Its logins were not tried (their results say so):
+                    // the status tells the client why.
+                    a.status = Status::TooManyRequests;
+                }
                 self.send(asked, a).await
             }
             Some(Err(outcome)) => outcome,
@@ -323,8 +335,12 @@ impl Exchange<'_> {
                 out.extend_from_slice(b"\r\nContent-Length: ");
                 push_num(out, n as u64);
             }
-            if status == Status::ServiceUnavailable {
-                out.extend_from_slice(b"\r\nRetry-After: 1");
+            match status {
+                Status::ServiceUnavailable => out.extend_from_slice(b"\r\nRetry-After: 1"),
+                Status::TooManyRequests => {
+                    out.extend_from_slice(RETRY_AFTER_LOGINS.as_str().as_bytes())
+                }
+                _ => {}
             }
             out.extend_from_slice(asked.cors.as_bytes());
         });

@@ -4,9 +4,12 @@
 //! `PREFIX/call/OBJECT` and `PREFIX/list[/OBJECT]` forms. Each answer is
 //! JSON text, written as libubox would write it.
 
+use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 use crate::limits::UBUS_MAX_BATCH;
+use crate::net::client::Client;
+use crate::policy::failures::Failures;
 use crate::ubus::blob::{self, Builder, T_ARRAY, T_BOOL, T_INT32, T_STRING, T_TABLE, Value};
 use crate::ubus::bus::{Bus, Failure, Reply};
 use crate::ubus::json::{self, write_list, write_string, write_value};
@@ -101,6 +104,25 @@ pub struct Rpc<'a> {
     pub timeout: Duration,
     /// Ask `session.access` before each call (off: uhttpd's `no_ubusauth`).
     pub auth: bool,
+    /// Who asks: each `session.login` is a password check against its
+    /// budget, as under an `auth` realm.
+    pub client: Client,
+    pub failures: &'a RefCell<Failures>,
+    /// A login was not tried: the client is held back.
+    pub held_login: Cell<bool>,
+}
+
+/// The user a `session.login` with `args` logged in, if `reply` made a
+/// session.
+fn logged_in_as<'a>(args: &'a [u8], reply: &Reply) -> Option<&'a str> {
+    let made = matches!(
+        blob::get(&reply.merged_data(), "ubus_rpc_session"),
+        Some(Value::Str(_))
+    );
+    match blob::get(args, "username") {
+        Some(Value::Str(user)) if reply.status == 0 && made => std::str::from_utf8(user).ok(),
+        _ => None,
+    }
 }
 
 /// One parsed request object: its id, method and params.
@@ -358,12 +380,36 @@ impl Rpc<'_> {
                 return Err(RpcError::Params);
             }
         }
+        let login = object == b"session" && method == b"login";
+        let counted = if login {
+            if self.failures.borrow().held(self.client) {
+                // Answered as rpcd answers a wrong password, whatever
+                // this one is: a held client learns nothing from guessing.
+                self.held_login.set(true);
+                return Ok(Reply {
+                    status: blob::S_PERMISSION_DENIED,
+                    data: Vec::new(),
+                });
+            }
+            Some(
+                self.failures
+                    .borrow_mut()
+                    .count_logged(self.client, "ubus session.login"),
+            )
+        } else {
+            None
+        };
         blob::raw_attrs(args).for_each(|a| b.copy(a));
         b.string(b"ubus_rpc_session", sid);
         let reply = self
             .invoke_kept(object, (id, kept), method, &b.buf, self.until())
             .await;
         if let Ok(Some(r)) = &reply {
+            if let (Some(counted), Some(user)) = (counted, logged_in_as(args, r)) {
+                let mut f = self.failures.borrow_mut();
+                f.refund(counted);
+                f.trust(self.client, user);
+            }
             self.note_session(object, method, sid, r);
         }
         match reply {
