@@ -79,6 +79,14 @@ enum Doing {
     Busy,
 }
 
+impl Entry {
+    /// How its client's counts hold it: not at all once it is asked to
+    /// close, else whether it is sending an answer.
+    fn counted(&self) -> Option<bool> {
+        (!self.asked).then_some(self.doing == Doing::Sending)
+    }
+}
+
 /// A connection's place in the table, from its accept to its close.
 pub struct Place(Watch);
 
@@ -182,12 +190,14 @@ impl Table {
     /// Counts `e` for its client (`up`), or stops counting it; one asked
     /// to close is not counted.
     fn tally(&self, e: &Entry, up: bool) {
-        if e.asked {
-            return;
+        if let Some(sending) = e.counted() {
+            self.count(e.client, usize::from(sending), up);
         }
-        let sending = usize::from(e.doing == Doing::Sending);
+    }
+
+    fn count(&self, client: Client, sending: usize, up: bool) {
         let mut held = self.held.borrow_mut();
-        match held.iter().position(|h| h.client == e.client) {
+        match held.iter().position(|h| h.client == client) {
             Some(i) if up => {
                 held[i].all += 1;
                 held[i].sending += sending;
@@ -200,7 +210,7 @@ impl Table {
                 }
             }
             None if up => held.push(Held {
-                client: e.client,
+                client,
                 all: 1,
                 sending,
             }),
@@ -209,11 +219,21 @@ impl Table {
     }
 
     /// Changes entry `id`, keeping the counts true; what `f` returns.
+    /// Most changes (a request starting, an answer ending) leave the
+    /// counts as they are: those cost no search of the clients.
     fn change<R>(&self, id: u64, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
         self.with(id, |e| {
-            self.tally(e, false);
+            let before = e.counted();
             let r = f(e);
-            self.tally(e, true);
+            let after = e.counted();
+            if after != before {
+                if let Some(sending) = before {
+                    self.count(e.client, usize::from(sending), false);
+                }
+                if let Some(sending) = after {
+                    self.count(e.client, usize::from(sending), true);
+                }
+            }
             r
         })
     }

@@ -353,6 +353,10 @@ impl Conn {
     /// is written into bytes here, and never lives in a future or moves
     /// through wrappers.
     fn decide(&mut self, verdict: Option<auth::Checked>) -> Result<Option<Next>, Reject> {
+        // Between keep-alive requests: nothing to parse yet.
+        if self.input.is_empty() {
+            return Ok(None);
+        }
         let mut headers = request::empty_headers();
         let Some(req) = request::parse(self.input.bytes(), &mut headers)? else {
             return Ok(None);
