@@ -1588,6 +1588,62 @@ fn luci_login_script(root: &TempDir) {
     );
 }
 
+/// LuCI's login form from `from` with `password`, answered within the
+/// owner's bound.
+fn form_login(s: &Server, from: &str, password: &str) -> Response {
+    let body = format!("luci_username=root&luci_password={password}");
+    let mut c = s.open_from(from);
+    let _ = c.tcp().set_read_timeout(Some(owner_bound()));
+    let head = format!(
+        "POST /cgi-bin/luci HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    c.write_all(head.as_bytes()).unwrap();
+    c.write_all(body.as_bytes()).unwrap();
+    read_response(&mut c, false).expect("an answer")
+}
+
+/// Under the uhttpd mapping's `cgi-max 3`, slow page loads without a
+/// session from four addresses hold every script slot such requests may
+/// take; the owner's login form still finds the last slot open to a
+/// request that may carry a login, at once, and his pages then find the
+/// one kept for sessions.
+#[test]
+fn a_login_form_finds_a_slot_whatever_page_loads_hold() {
+    for t in Transport::all() {
+        let dir = TempDir::new("ubus-login-slot");
+        let bus = UbusStandin::start(&dir);
+        let root = luci_root();
+        luci_login_script(&root);
+        script(
+            &root,
+            "slow",
+            "sleep 30; printf 'Content-Type: text/plain\\n\\nslow'\n",
+        );
+        let s = Server::start_with_config_over(t, &luci_config(&dir, &bus), root, &[]);
+        let slow = format!("{}/cgi-bin/slow", s.root.path().display());
+        let (tx, rx) = mpsc::channel();
+        for from in ["127.0.0.2", "127.0.0.5", "127.0.0.6", "127.0.0.7"] {
+            let head = b"GET /cgi-bin/slow HTTP/1.1\r\nHost: t\r\n\r\n";
+            hold(s.open_from(from), head, b"", &tx);
+        }
+        let mut refused = Vec::new();
+        let held = wait_until(WAIT, || {
+            refused.extend(rx.try_iter());
+            running(&slow) + refused.iter().filter(|r| **r == Some(503)).count() == 4
+        });
+        assert!(held, "{t:?}: {refused:?}\n{}", s.log_text());
+        assert!(running(&slow) >= 1, "{t:?}: no page load runs");
+        let r = form_login(&s, "127.0.0.3", "secret");
+        assert_eq!(r.status, 302, "{t:?}: {}", s.log_text());
+        let cookie = r.header("set-cookie").unwrap_or_default().to_string();
+        assert!(cookie.starts_with("sysauth_http="), "{cookie}");
+        let mut c = s.open_from("127.0.0.3");
+        let sid = log_in(&mut c, &s);
+        assert_luci_pages(&mut c, &sid, &s);
+    }
+}
+
 /// Password guesses through LuCI's login form and `session.login` count
 /// as Basic auth's do: 5 a minute per address, 20 in 10 minutes per
 /// network, and past them 429 with `Retry-After` before rpcd or the
@@ -1619,17 +1675,7 @@ fn luci_and_ubus_login_guesses_are_bounded_per_address_and_per_network() {
             send_post(&mut c, "/ubus", body.as_bytes(), &[]);
             read_response(&mut c, false).expect("an answer")
         };
-        let form_login = |from: &str, password: &str| {
-            let body = format!("luci_username=root&luci_password={password}");
-            let mut c = s.open_from(from);
-            let head = format!(
-                "POST /cgi-bin/luci HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            );
-            c.write_all(head.as_bytes()).unwrap();
-            c.write_all(body.as_bytes()).unwrap();
-            read_response(&mut c, false).expect("an answer")
-        };
+        let form_login = |from: &str, password: &str| form_login(&s, from, password);
         // The owner logs in once, before any guessing.
         let owner = "127.0.0.3";
         assert_eq!(ubus_login(owner, "secret").status, 200);

@@ -9,8 +9,11 @@
 //! from, the owner's pages find it. And a script whose body is still
 //! coming when it starts (an upload) takes at most all but one of the
 //! slots open to it: uploads kept at their pace, from however many
-//! addresses, leave one slot to requests that come whole, a login form
-//! among them.
+//! addresses, leave one slot to requests that come whole. With the
+//! endpoint on, that last slot is open only to requests that come whole
+//! and may carry a login (`cgi/luci.rs`): each of those counts against
+//! the password budgets, so no flood holds it for long, and a login form
+//! finds it whatever other requests fill the rest.
 
 use std::time::Instant;
 
@@ -27,6 +30,10 @@ pub struct Scripts {
     /// What such requests may hold while their bodies still come: one
     /// slot fewer again (at least one).
     streaming: Slots,
+    /// What such requests may hold unless they come whole and may carry
+    /// a login: with a slot kept for sessions, one fewer than
+    /// `anonymous` (at least one); else all of them.
+    unproven: Slots,
     shares: Shares,
     bodies: Slots,
     body_shares: Shares,
@@ -37,8 +44,21 @@ pub struct Scripts {
 /// first, so a waiter woken by the slot finds it free too.
 pub struct Running {
     _anonymous: Option<(Share, Slot)>,
+    _unproven: Option<Slot>,
     _streaming: Option<Slot>,
     _slot: Slot,
+}
+
+/// What a script request is to the slots.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Caller {
+    /// It carries a session the ubus endpoint knows: the owner's.
+    Session,
+    /// It comes whole and may carry a login (counted as a password check).
+    Login,
+    /// Its body is still coming when its script starts.
+    Upload,
+    Other,
 }
 
 /// A place for one chunked body while it is read and its script runs.
@@ -66,6 +86,7 @@ impl Scripts {
             slots: Slots::new(max),
             anonymous: Slots::new(max - kept),
             streaming: Slots::new(streaming_limit(max, kept)),
+            unproven: Slots::new(unproven_limit(max, kept)),
             shares: Shares::new(per_client),
             bodies: Slots::new(max),
             body_shares: Shares::new(per_client),
@@ -82,6 +103,7 @@ impl Scripts {
             slots: self.slots.limited(max),
             anonymous: self.anonymous.limited(max - kept),
             streaming: self.streaming.limited(streaming_limit(max, kept)),
+            unproven: self.unproven.limited(unproven_limit(max, kept)),
             shares: self.shares.limited(per_client),
             bodies: self.bodies.limited(max),
             body_shares: self.body_shares.limited(per_client),
@@ -94,25 +116,28 @@ impl Scripts {
         self.per_client
     }
 
-    /// A slot for `client`; `session`: the request carries a session the
-    /// ubus endpoint knows. Such a request is the owner's, not counted in
-    /// a client's share: a host that shares his client (his IPv6 /64)
-    /// cannot hold his pages back.
-    /// `streaming`: its body is still coming.
-    pub fn take(&self, client: Client, session: bool, streaming: bool) -> Result<Running, Refused> {
-        let anonymous = match session {
-            true => None,
-            false => Some((
+    /// A slot for `client`'s request. The owner's (`Caller::Session`) is
+    /// not counted in a client's share: a host that shares his client
+    /// (his IPv6 /64) cannot hold his pages back.
+    pub fn take(&self, client: Client, caller: Caller) -> Result<Running, Refused> {
+        let anonymous = match caller {
+            Caller::Session => None,
+            _ => Some((
                 self.shares.take(client.id()).ok_or(Refused::Share)?,
                 self.anonymous.take().ok_or(Refused::Full)?,
             )),
         };
-        let streaming = match streaming && !session {
-            true => Some(self.streaming.take().ok_or(Refused::Full)?),
-            false => None,
+        let unproven = match caller {
+            Caller::Upload | Caller::Other => Some(self.unproven.take().ok_or(Refused::Full)?),
+            _ => None,
+        };
+        let streaming = match caller {
+            Caller::Upload => Some(self.streaming.take().ok_or(Refused::Full)?),
+            _ => None,
         };
         Ok(Running {
             _anonymous: anonymous,
+            _unproven: unproven,
             _streaming: streaming,
             _slot: self.slots.take().ok_or(Refused::Full)?,
         })
@@ -123,14 +148,13 @@ impl Scripts {
     pub async fn take_waiting(
         &self,
         client: Client,
-        session: bool,
-        streaming: bool,
+        caller: Caller,
         deadlines: &Deadlines,
         until: Instant,
     ) -> Result<Running, Refused> {
         loop {
             let freed = self.slots.freed().notified();
-            match self.take(client, session, streaming) {
+            match self.take(client, caller) {
                 Err(Refused::Share) => {
                     if within(deadlines, until, freed).await.is_none() {
                         return Err(Refused::Share);
@@ -151,6 +175,17 @@ impl Scripts {
 /// them but one, at least one.
 fn streaming_limit(max: usize, kept: usize) -> usize {
     (max - kept).saturating_sub(1).max(1)
+}
+
+/// Slots requests without a known session may hold unless they come
+/// whole and may carry a login: with a slot kept for sessions (the ubus
+/// endpoint on, where logins are counted), all but one of those open to
+/// them; else all.
+fn unproven_limit(max: usize, kept: usize) -> usize {
+    match kept {
+        0 => max,
+        _ => streaming_limit(max, kept),
+    }
 }
 
 fn take(slots: &Slots, shares: &Shares, client: Client) -> Result<(Share, Slot), Refused> {
@@ -175,20 +210,20 @@ mod tests {
             client("192.0.2.2"),
             client("192.0.2.3"),
         );
-        let held = scripts.take(a, false, false).ok();
+        let held = scripts.take(a, Caller::Other).ok();
         assert!(held.is_some());
-        assert_eq!(scripts.take(a, false, false).err(), Some(Refused::Share));
+        assert_eq!(scripts.take(a, Caller::Other).err(), Some(Refused::Share));
         let others = [
-            scripts.take(b, false, false).ok(),
-            scripts.take(c, false, false).ok(),
+            scripts.take(b, Caller::Other).ok(),
+            scripts.take(c, Caller::Other).ok(),
         ];
         assert!(others.iter().all(Option::is_some));
         assert_eq!(
-            scripts.take(client("192.0.2.4"), false, false).err(),
+            scripts.take(client("192.0.2.4"), Caller::Other).err(),
             Some(Refused::Full)
         );
         drop(held);
-        assert!(scripts.take(a, false, false).is_ok(), "given back");
+        assert!(scripts.take(a, Caller::Other).is_ok(), "given back");
         assert_eq!(Scripts::new(1, false).per_client(), 1);
         assert_eq!(Scripts::new(8, false).per_client(), 4);
     }
@@ -201,7 +236,7 @@ mod tests {
         assert!(body.is_some());
         assert_eq!(scripts.body(a).err(), Some(Refused::Share));
         assert!(
-            scripts.take(a, false, false).is_ok(),
+            scripts.take(a, Caller::Other).is_ok(),
             "a body place holds no slot"
         );
     }
@@ -210,25 +245,25 @@ mod tests {
     fn a_slot_is_kept_for_a_known_session() {
         let scripts = Scripts::new(3, true);
         let held = [
-            scripts.take(client("192.0.2.1"), false, false).ok(),
-            scripts.take(client("192.0.2.2"), false, false).ok(),
+            scripts.take(client("192.0.2.1"), Caller::Other).ok(),
+            scripts.take(client("192.0.2.2"), Caller::Login).ok(),
         ];
         assert!(held.iter().all(Option::is_some));
         assert_eq!(
-            scripts.take(client("192.0.2.3"), false, false).err(),
+            scripts.take(client("192.0.2.3"), Caller::Other).err(),
             Some(Refused::Full)
         );
-        assert!(scripts.take(client("192.0.2.3"), true, false).is_ok());
+        assert!(scripts.take(client("192.0.2.3"), Caller::Session).is_ok());
         // Nor does a client's share hold it back.
         let scripts = Scripts::new(3, true);
         let a = client("192.0.2.1");
-        let held = scripts.take(a, false, false).ok();
-        assert_eq!(scripts.take(a, false, false).err(), Some(Refused::Share));
-        assert!(held.is_some() && scripts.take(a, true, false).is_ok());
+        let held = scripts.take(a, Caller::Other).ok();
+        assert_eq!(scripts.take(a, Caller::Other).err(), Some(Refused::Share));
+        assert!(held.is_some() && scripts.take(a, Caller::Session).is_ok());
         // One slot: nothing to keep.
         assert!(
             Scripts::new(1, true)
-                .take(client("192.0.2.1"), false, false)
+                .take(client("192.0.2.1"), Caller::Other)
                 .is_ok()
         );
     }
@@ -237,22 +272,44 @@ mod tests {
     fn uploads_leave_one_slot_to_requests_that_come_whole() {
         let scripts = Scripts::new(3, false);
         let uploads: Vec<_> = (1..=3)
-            .map(|i| scripts.take(client(&format!("192.0.2.{i}")), false, true))
+            .map(|i| scripts.take(client(&format!("192.0.2.{i}")), Caller::Upload))
             .collect();
         assert!(uploads[0].is_ok() && uploads[1].is_ok());
         assert_eq!(uploads[2].as_ref().err(), Some(&Refused::Full));
         assert!(
-            scripts.take(client("192.0.2.9"), false, false).is_ok(),
-            "a login form finds the last slot"
+            scripts.take(client("192.0.2.9"), Caller::Other).is_ok(),
+            "a request that comes whole finds the last slot"
         );
         // A known session's upload is not held to it.
         let with_ubus = Scripts::new(3, true);
-        let one = with_ubus.take(client("192.0.2.1"), false, true);
+        let one = with_ubus.take(client("192.0.2.1"), Caller::Upload);
         assert!(one.is_ok());
         assert_eq!(
-            with_ubus.take(client("192.0.2.2"), false, true).err(),
+            with_ubus.take(client("192.0.2.2"), Caller::Upload).err(),
             Some(Refused::Full)
         );
-        assert!(with_ubus.take(client("192.0.2.2"), true, true).is_ok());
+        assert!(with_ubus.take(client("192.0.2.2"), Caller::Session).is_ok());
+    }
+
+    #[test]
+    fn with_the_endpoint_the_last_open_slot_waits_for_a_login() {
+        let scripts = Scripts::new(3, true);
+        let pages = scripts.take(client("192.0.2.1"), Caller::Other);
+        assert!(pages.is_ok());
+        for caller in [Caller::Other, Caller::Upload] {
+            assert_eq!(
+                scripts.take(client("192.0.2.2"), caller).err(),
+                Some(Refused::Full)
+            );
+        }
+        let login = scripts.take(client("192.0.2.3"), Caller::Login);
+        assert!(login.is_ok(), "a login form finds the last slot open to it");
+        assert!(scripts.take(client("192.0.2.4"), Caller::Session).is_ok());
+        // Without the endpoint nothing is kept: every slot is open to all.
+        let plain = Scripts::new(3, false);
+        let taken: Vec<_> = (1..=3)
+            .map(|i| plain.take(client(&format!("192.0.2.{i}")), Caller::Other))
+            .collect();
+        assert!(taken.iter().all(Result::is_ok));
     }
 }

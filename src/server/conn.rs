@@ -16,7 +16,7 @@ use crate::cgi::exchange::{self, Answer, Exchange};
 #[cfg(feature = "ubus")]
 use crate::cgi::luci;
 use crate::cgi::luci::Login;
-use crate::cgi::running::Refused;
+use crate::cgi::running::{Caller, Refused};
 use crate::cgi::script::Job;
 use crate::http::chunked;
 use crate::http::gunzip::Gunzip;
@@ -96,8 +96,10 @@ struct Conn {
     _slots: [Slot; 2],
 }
 
-/// What a script request is to LuCI's login (`cgi/luci.rs`).
+/// What a script request is to LuCI's login (`cgi/luci.rs`). Without
+/// the ubus endpoint every request is `Neither`.
 #[derive(Clone, Copy, PartialEq)]
+#[cfg_attr(not(feature = "ubus"), allow(dead_code))]
 enum LuciCaller {
     /// Its login cookie names a session the ubus endpoint knows.
     Session,
@@ -517,12 +519,16 @@ impl Conn {
             },
         };
         let until = Instant::now() + CGI_SHARE_WAIT;
-        let session = luci == LuciCaller::Session;
-        let streaming = body.on_socket > 0;
+        let caller = match luci {
+            LuciCaller::Session => Caller::Session,
+            _ if body.on_socket > 0 => Caller::Upload,
+            LuciCaller::MayLogIn => Caller::Login,
+            LuciCaller::Neither => Caller::Other,
+        };
         let _running = match self
             .w
             .scripts
-            .take_waiting(client, session, streaming, self.w.deadlines, until)
+            .take_waiting(client, caller, self.w.deadlines, until)
             .await
         {
             Ok(running) => running,
