@@ -11,6 +11,7 @@
 mod common;
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -1119,16 +1120,67 @@ fn an_event_stream_does_not_outlive_its_ubusd_silently() {
     s.assert_healthy();
 }
 
+/// Ends floods however a scope ends, so it can join them.
+struct Stop<'a>(&'a AtomicBool);
+
+impl Drop for Stop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A flood of one JSON-RPC body on /ubus until `stop`; each answer
+/// refused (503) or held back (429, a guesser past its logins) counts in
+/// `refused`, and is followed by a pause: a flood, not a busy loop on a
+/// shared machine.
+struct Flood<'a> {
+    body: &'a str,
+    stop: &'a AtomicBool,
+    refused: &'a AtomicUsize,
+}
+
+impl<'a> Flood<'a> {
+    /// `n` connections made by `open` (again when one closes).
+    fn start<'s>(
+        &self,
+        scope: &'s std::thread::Scope<'s, '_>,
+        n: usize,
+        open: impl Fn() -> Conn + Copy + Send + 's,
+    ) where
+        'a: 's,
+    {
+        for _ in 0..n {
+            let Flood {
+                body,
+                stop,
+                refused,
+            } = *self;
+            scope.spawn(move || {
+                let mut c = open();
+                while !stop.load(Ordering::Relaxed) {
+                    send_post(&mut c, "/ubus", body.as_bytes(), &[]);
+                    match read_response(&mut c, false) {
+                        Some(r) if r.status == 503 || r.status == 429 => {
+                            refused.fetch_add(1, Ordering::Relaxed);
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                        Some(_) => {}
+                        None => c = open(),
+                    }
+                }
+            });
+        }
+    }
+}
+
 /// One hostile client per address, from the attacks on the endpoint:
 /// wrong-password `session.login` calls (rpcd takes 3 s to refuse each
-/// here; past its 5 the guesser gets 429 at once) and slow calls of a session it holds, each on many connections,
-/// over and over. The owner, at another address, logs in over ubus and
-/// makes calls with that session and with another live one, each answered
-/// within 2 s.
+/// here; past its 5 the guesser gets 429 at once) and slow calls of a
+/// session it holds, each on many connections, over and over. The
+/// owner, at another address, logs in over ubus and makes calls with that
+/// session and with another live one, each answered within 2 s.
 #[test]
 fn a_login_flood_and_slow_calls_leave_the_owner_room() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     for t in Transport::all() {
         let dir = TempDir::new("ubus-shares");
         let bus = UbusStandin::start_slow_logins(&dir, 3.0);
@@ -1142,38 +1194,17 @@ fn a_login_flood_and_slow_calls_leave_the_owner_room() {
             r#"{"username":"root","password":"guess"}"#,
         );
         let slow = call_body(1, ADMIN, "test", "slow", r#"{"seconds":5}"#);
-        let refused = [Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0))];
-        /// Ends the floods however the scope ends, so it can join them.
-        struct Stop<'a>(&'a AtomicBool);
-        impl Drop for Stop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
+        let refused = [AtomicUsize::new(0), AtomicUsize::new(0)];
         std::thread::scope(|scope| {
             let _stop = Stop(&stop);
             let floods = [("127.0.0.2", &guesses, 70), ("127.0.0.4", &slow, 40)];
             for ((from, body, n), refused) in floods.into_iter().zip(&refused) {
-                for _ in 0..n {
-                    let (s, stop) = (&s, &stop);
-                    let refused = refused.clone();
-                    scope.spawn(move || {
-                        let mut c = s.open_from(from);
-                        while !stop.load(Ordering::Relaxed) {
-                            send_post(&mut c, "/ubus", body.as_bytes(), &[]);
-                            match read_response(&mut c, false) {
-                                // 429: a guesser past its logins.
-                                Some(r) if r.status == 503 || r.status == 429 => {
-                                    refused.fetch_add(1, Ordering::Relaxed);
-                                    // A flood, not a busy loop on a shared machine.
-                                    std::thread::sleep(Duration::from_millis(50));
-                                }
-                                Some(_) => {}
-                                None => c = s.open_from(from),
-                            }
-                        }
-                    });
-                }
+                let flood = Flood {
+                    body,
+                    stop: &stop,
+                    refused,
+                };
+                flood.start(scope, n, || s.open_from(from));
             }
             let flooding = wait_until(WAIT, || {
                 refused.iter().all(|n| n.load(Ordering::Relaxed) > 0)
@@ -1409,7 +1440,6 @@ fn running(needle: &str) -> usize {
 /// cannot take, whoever shares its client.
 #[test]
 fn over_ipv6_a_session_finds_room_beside_a_login_flood_from_its_own_64() {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let (hostile, owner) = ("fd00:18:5::2", "fd00:18:5::3");
     if !add_ipv6_to_lo(&["fd00:18:5::2/64", "fd00:18:5::3/64"]) {
         eprintln!("skipped: adding {hostile} and {owner} to lo needs root");
@@ -1451,12 +1481,6 @@ fn over_ipv6_a_session_finds_room_beside_a_login_flood_from_its_own_64() {
             .to_string();
         let stop = AtomicBool::new(false);
         let refused = AtomicUsize::new(0);
-        struct Stop<'a>(&'a AtomicBool);
-        impl Drop for Stop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
         let guess = call_body(
             1,
             ANONYMOUS,
@@ -1466,24 +1490,12 @@ fn over_ipv6_a_session_finds_room_beside_a_login_flood_from_its_own_64() {
         );
         std::thread::scope(|scope| {
             let _stop = Stop(&stop);
-            for _ in 0..70 {
-                let (s, stop, refused, guess) = (&s, &stop, &refused, &guess);
-                scope.spawn(move || {
-                    let mut h = s.open_from_v6(hostile);
-                    while !stop.load(Ordering::Relaxed) {
-                        send_post(&mut h, "/ubus", guess.as_bytes(), &[]);
-                        match read_response(&mut h, false) {
-                            // 429: a guesser past its logins.
-                            Some(r) if r.status == 503 || r.status == 429 => {
-                                refused.fetch_add(1, Ordering::Relaxed);
-                                std::thread::sleep(Duration::from_millis(50));
-                            }
-                            Some(_) => {}
-                            None => h = s.open_from_v6(hostile),
-                        }
-                    }
-                });
-            }
+            let flood = Flood {
+                body: &guess,
+                stop: &stop,
+                refused: &refused,
+            };
+            flood.start(scope, 70, || s.open_from_v6(hostile));
             let flooding = wait_until(WAIT, || refused.load(Ordering::Relaxed) > 0);
             assert!(flooding, "{t:?}: the flood was never refused");
             for _ in 0..3 {
@@ -1505,19 +1517,12 @@ fn over_ipv6_a_session_finds_room_beside_a_login_flood_from_its_own_64() {
 /// 2 s, each time.
 #[test]
 fn a_login_flood_from_many_addresses_leaves_the_owner_his_login() {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     for t in Transport::all() {
         let dir = TempDir::new("ubus-logins");
         let bus = UbusStandin::start_slow_logins(&dir, 1.0);
         let s = ubus_server(t, &dir, &bus, "");
         let stop = AtomicBool::new(false);
-        let held = AtomicUsize::new(0);
-        struct Stop<'a>(&'a AtomicBool);
-        impl Drop for Stop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
+        let refused = AtomicUsize::new(0);
         let guess = call_body(
             1,
             ANONYMOUS,
@@ -1528,28 +1533,16 @@ fn a_login_flood_from_many_addresses_leaves_the_owner_his_login() {
         let guessers = ["127.0.0.2", "127.0.0.5", "127.0.0.6"];
         std::thread::scope(|scope| {
             let _stop = Stop(&stop);
+            let flood = Flood {
+                body: &guess,
+                stop: &stop,
+                refused: &refused,
+            };
             for from in guessers {
-                for _ in 0..30 {
-                    let (s, stop, held, guess) = (&s, &stop, &held, &guess);
-                    scope.spawn(move || {
-                        let mut h = s.open_from(from);
-                        while !stop.load(Ordering::Relaxed) {
-                            send_post(&mut h, "/ubus", guess.as_bytes(), &[]);
-                            match read_response(&mut h, false) {
-                                Some(r) if r.status == 429 || r.status == 503 => {
-                                    held.fetch_add(usize::from(r.status == 429), Ordering::Relaxed);
-                                    // A flood, not a busy loop on a shared machine.
-                                    std::thread::sleep(Duration::from_millis(50));
-                                }
-                                Some(_) => {}
-                                None => h = s.open_from(from),
-                            }
-                        }
-                    });
-                }
+                flood.start(scope, 30, || s.open_from(from));
             }
             let flooding = wait_until(WAIT, || {
-                held.load(Ordering::Relaxed) >= 3 * 30
+                refused.load(Ordering::Relaxed) >= 3 * 30
                     && bus.count("invoke session login") >= 3 * AUTH_FAIL_LIMIT
             });
             assert!(flooding, "{t:?}: the guessers were never held back");
