@@ -4,32 +4,12 @@
 //! first, `SCGI` `1`), then the body; the answer is CGI output and is
 //! parsed and streamed as a script's is.
 
-use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::os::fd::OwnedFd;
-use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::time::Instant;
 
-use async_io::Async;
-
-use crate::net::deadline::{Deadlines, within};
-
-/// Where a handler listens.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Address {
-    Unix(PathBuf),
-    Tcp(SocketAddr),
-}
-
-impl fmt::Display for Address {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Address::Unix(p) => write!(f, "unix:{}", p.display()),
-            Address::Tcp(a) => write!(f, "{a}"),
-        }
-    }
-}
+use crate::net::deadline::Deadlines;
+use crate::net::local::{self, Connected, Unparsed};
+pub use crate::net::local::{Address, Unreached};
 
 /// `scgi PREFIX ADDRESS`.
 #[derive(Debug)]
@@ -87,58 +67,24 @@ impl Settings {
 
 /// `unix:/path` or `IP:PORT` (`localhost:PORT` too): no name is looked up.
 fn parse_address(v: &str) -> Result<Address, String> {
-    if let Some(path) = v.strip_prefix("unix:") {
-        if !path.starts_with('/') || path.contains('\0') {
-            return Err(format!("`{v}`: expected unix:/absolute/path"));
-        }
-        return Ok(Address::Unix(PathBuf::from(path)));
-    }
-    if let Ok(addr) = v.parse::<SocketAddr>() {
-        return Ok(Address::Tcp(addr));
-    }
-    let bad = || format!("`{v}`: expected unix:/path, or IP:PORT or localhost:PORT");
-    let (host, port) = v.rsplit_once(':').ok_or_else(bad)?;
-    let port: u16 = port.parse().map_err(|_| bad())?;
-    if host.eq_ignore_ascii_case("localhost") {
-        return Ok(Address::Tcp(SocketAddr::new(
-            IpAddr::V4(Ipv4Addr::LOCALHOST),
-            port,
-        )));
-    }
-    Err(bad())
-}
-
-/// Why a handler could not be reached.
-pub enum Unreached {
-    /// No socket there, or nobody accepting on it: 502.
-    Refused(std::io::Error),
-    /// The connection was not taken by `until`: 504.
-    Timeout,
+    local::parse(v).map_err(|e| match e {
+        Unparsed::Unix(why) => why,
+        Unparsed::Form => format!("`{v}`: expected unix:/path, or IP:PORT or localhost:PORT"),
+    })
 }
 
 /// Connects to the handler; its socket, as a plain descriptor that the
-/// exchange reads and writes as it does a script's pipes.
+/// exchange reads and writes as a script's pipes.
 pub async fn connect(
     address: &Address,
     deadlines: &Deadlines,
     until: Instant,
 ) -> Result<OwnedFd, Unreached> {
-    let connecting = async {
-        match address {
-            Address::Unix(p) => Async::<UnixStream>::connect(p)
-                .await
-                .and_then(|s| s.into_inner().map(OwnedFd::from)),
-            Address::Tcp(a) => Async::<TcpStream>::connect(*a).await.and_then(|s| {
-                let _ = s.get_ref().set_nodelay(true);
-                s.into_inner().map(OwnedFd::from)
-            }),
-        }
+    let fd = match address.connect(deadlines, until).await? {
+        Connected::Tcp(s) => s.into_inner().map(OwnedFd::from),
+        Connected::Unix(s) => s.into_inner().map(OwnedFd::from),
     };
-    match within(deadlines, until, connecting).await {
-        Some(Ok(fd)) => Ok(fd),
-        Some(Err(e)) => Err(Unreached::Refused(e)),
-        None => Err(Unreached::Timeout),
-    }
+    fd.map_err(Unreached::Refused)
 }
 
 /// The request head for the handler: a netstring of NUL-separated names

@@ -8,6 +8,7 @@ pub(crate) mod hangup;
 pub(crate) mod input;
 #[cfg(feature = "tls")]
 pub(crate) mod ktls;
+pub(crate) mod local;
 pub(crate) mod notify;
 pub(crate) mod pace;
 pub(crate) mod reclaim;

@@ -10,7 +10,8 @@ use async_io::Async;
 
 use crate::net::deadline::Deadlines;
 use crate::net::deadline::within;
-use crate::proxy::settings::Address;
+use crate::net::local::{Connected, Unreached};
+use crate::proxy::settings::Backend;
 
 pub enum Stream {
     Tcp(Async<TcpStream>),
@@ -28,26 +29,16 @@ pub enum Failed {
 }
 
 impl Stream {
-    /// Connects without blocking the worker (a local backend answers at
-    /// once; the timeout bounds a LAN one that does not).
     pub async fn connect(
-        address: &Address,
+        backend: &Backend,
         deadlines: &Deadlines,
         until: Instant,
     ) -> Result<Stream, Failed> {
-        let connecting = async {
-            match address {
-                Address::Tcp(a) => Async::<TcpStream>::connect(*a).await.map(|s| {
-                    let _ = s.get_ref().set_nodelay(true);
-                    Stream::Tcp(s)
-                }),
-                Address::Unix(p) => Async::<UnixStream>::connect(p).await.map(Stream::Unix),
-            }
-        };
-        match within(deadlines, until, connecting).await {
-            Some(Ok(s)) => Ok(s),
-            Some(Err(_)) => Err(Failed::Refused),
-            None => Err(Failed::Timeout),
+        match backend.0.connect(deadlines, until).await {
+            Ok(Connected::Tcp(s)) => Ok(Stream::Tcp(s)),
+            Ok(Connected::Unix(s)) => Ok(Stream::Unix(s)),
+            Err(Unreached::Refused(_)) => Err(Failed::Refused),
+            Err(Unreached::Timeout) => Err(Failed::Timeout),
         }
     }
 

@@ -27,7 +27,7 @@ use crate::proxy::backend::{Failed, Stream};
 use crate::proxy::outgoing::Forward;
 use crate::proxy::pool::{Lease, Pool, Unavailable};
 use crate::proxy::relay::{self, BodyError, Cut, ToClient, Waits};
-use crate::proxy::settings::{Address, Settings};
+use crate::proxy::settings::{Backend, Settings};
 use crate::proxy::tunnel;
 
 #[derive(Clone, Copy)]
@@ -472,7 +472,7 @@ impl Exchange<'_> {
 
     /// No connection to the backend: 503 at `proxy-max`, else 502 (504 if
     /// connecting timed out).
-    fn unavailable(&self, name: &Address, e: Unavailable, fwd: &Forward) -> Outcome {
+    fn unavailable(&self, name: &Backend, e: Unavailable, fwd: &Forward) -> Outcome {
         let status = match e {
             Unavailable::Busy => {
                 log::warn!("proxy {name}: {} connections open; 503", self.settings.max);

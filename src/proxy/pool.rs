@@ -19,7 +19,7 @@ use crate::net::deadline::Deadlines;
 use crate::net::share::{Share, Shares};
 use crate::net::slots::{Slot, Slots};
 use crate::proxy::backend::{Failed, Stream};
-use crate::proxy::settings::{Address, Settings};
+use crate::proxy::settings::{Backend, Settings};
 use crate::proxy::streams::{Cut, Place, Streams};
 
 pub struct Pool {
@@ -159,7 +159,7 @@ impl Pool {
     pub async fn take(
         &self,
         route: usize,
-        address: &Address,
+        address: &Backend,
         client: Client,
         logged_in: bool,
         deadlines: &Deadlines,
@@ -187,7 +187,7 @@ impl Pool {
     /// limit is reached.
     pub async fn connect(
         &self,
-        address: &Address,
+        address: &Backend,
         client: Client,
         logged_in: bool,
         deadlines: &Deadlines,
@@ -199,7 +199,7 @@ impl Pool {
 
     async fn open_new(
         &self,
-        address: &Address,
+        address: &Backend,
         held: Held,
         deadlines: &Deadlines,
         until: Instant,

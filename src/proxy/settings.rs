@@ -1,25 +1,22 @@
 //! The proxy settings: which path prefixes go to which backend, and the
 //! limits of the exchanges with them.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::limits::DEFAULT_BODY_RATE;
+pub use crate::net::local::Address;
+use crate::net::local::{self, Unparsed};
 use crate::values::{parse_count, parse_range, parse_secs};
 
-/// Where a backend listens.
+/// A route's backend, shown as the config names it (`http://` for TCP).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Address {
-    Unix(PathBuf),
-    Tcp(SocketAddr),
-}
+pub struct Backend(pub Address);
 
-impl std::fmt::Display for Address {
+impl std::fmt::Display for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Address::Unix(p) => write!(f, "unix:{}", p.display()),
+        match &self.0 {
             Address::Tcp(a) => write!(f, "http://{a}"),
+            unix => write!(f, "{unix}"),
         }
     }
 }
@@ -28,7 +25,7 @@ impl std::fmt::Display for Address {
 #[derive(Debug)]
 pub struct Route {
     pub prefix: String,
-    pub backend: Address,
+    pub backend: Backend,
 }
 
 #[derive(Debug)]
@@ -168,32 +165,22 @@ fn parse_route(value: &str) -> Result<Route, String> {
     })
 }
 
-/// `unix:/path` or `http://HOST:PORT`, HOST an IP address or `localhost`:
-/// no name is looked up (a worker never waits on DNS).
-fn parse_backend(v: &str) -> Result<Address, String> {
-    if let Some(path) = v.strip_prefix("unix:") {
-        if !path.starts_with('/') || path.contains('\0') {
-            return Err(format!("`{v}`: expected unix:/absolute/path"));
-        }
-        return Ok(Address::Unix(PathBuf::from(path)));
-    }
+/// `unix:/path` or `http://HOST:PORT`, HOST an IP address or `localhost`.
+fn parse_backend(v: &str) -> Result<Backend, String> {
     let bad = || {
         format!("`{v}`: expected unix:/path or http://HOST:PORT with an IP address or localhost")
     };
-    let authority = v.strip_prefix("http://").ok_or_else(bad)?;
-    let authority = authority.strip_suffix('/').unwrap_or(authority);
-    if let Ok(addr) = authority.parse::<SocketAddr>() {
-        return Ok(Address::Tcp(addr));
+    let spec = match v.strip_prefix("http://") {
+        Some(authority) => authority.strip_suffix('/').unwrap_or(authority),
+        None if v.starts_with("unix:") => v,
+        None => return Err(bad()),
+    };
+    match local::parse(spec) {
+        Ok(Address::Unix(_)) if spec != v => Err(bad()),
+        Ok(a) => Ok(Backend(a)),
+        Err(Unparsed::Unix(why)) => Err(why),
+        Err(Unparsed::Form) => Err(bad()),
     }
-    let (host, port) = authority.rsplit_once(':').ok_or_else(bad)?;
-    let port: u16 = port.parse().map_err(|_| bad())?;
-    if host.eq_ignore_ascii_case("localhost") {
-        return Ok(Address::Tcp(SocketAddr::new(
-            IpAddr::V4(Ipv4Addr::LOCALHOST),
-            port,
-        )));
-    }
-    Err(bad())
 }
 
 #[cfg(test)]
@@ -207,7 +194,10 @@ mod tests {
         assert!(s.apply("proxy", "/b/ http://127.0.0.1:9000").unwrap());
         assert!(s.apply("proxy", "/c/ http://[::1]:9000/").unwrap());
         assert!(s.apply("proxy", "/d/ http://localhost:81").unwrap());
-        assert_eq!(s.routes[0].backend, Address::Unix("/run/api.sock".into()));
+        assert_eq!(
+            s.routes[0].backend,
+            Backend(Address::Unix("/run/api.sock".into()))
+        );
         assert_eq!(s.routes[3].backend.to_string(), "http://127.0.0.1:81");
         for bad in [
             "/api/ http://example.com:80",
