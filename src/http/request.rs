@@ -98,9 +98,15 @@ impl Field {
     /// The field `name` is, if the server reads it (ASCII case ignored).
     fn of(name: &str) -> Option<Field> {
         // Lengths first: most names cost at most one byte-wise compare.
+        // The table's names are lowercase letters and `-`, and a token
+        // (what httparse lets through) has no byte that `| 0x20` turns
+        // into either but its own upper case: one OR a byte, not a
+        // lowercasing of both sides.
         BY_NAME
             .iter()
-            .find(|(n, _)| n.len() == name.len() && n.eq_ignore_ascii_case(name))
+            .find(|(n, _)| {
+                n.len() == name.len() && n.bytes().zip(name.bytes()).all(|(t, b)| b | 0x20 == t)
+            })
             .map(|&(_, f)| f)
     }
 }
@@ -440,10 +446,21 @@ mod tests {
         }
         for (i, (name, f)) in BY_NAME.into_iter().enumerate() {
             assert_eq!(f as usize, i, "BY_NAME names each field once, in order");
+            assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'));
             assert_eq!(Field::of(&name.to_ascii_uppercase()), Some(f));
         }
         assert_eq!(Field::of("accepts"), None);
         assert_eq!(Field::of("if-none-matcH"), Some(Field::IfNoneMatch));
+        // Other token bytes are not taken for a letter or a `-`.
+        for near in [
+            "content_length",
+            "Content.Length",
+            "HOS^",
+            "r~nge",
+            "expect`",
+        ] {
+            assert_eq!(Field::of(near), None, "{near}");
+        }
     }
 
     #[test]
