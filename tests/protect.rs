@@ -759,6 +759,18 @@ fn status_of(s: &Server, method: &str, path: &str, host: &str, headers: &[&str])
     out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0)
 }
 
+/// An echo backend behind `auth /api/settings` (user `admin`, password
+/// `pw`) and `deny /api/admin all`; the password file's directory last.
+fn guarded_backend() -> (common::backend::Backend, Server, TempDir) {
+    let users = TempDir::new("users");
+    let hash = tool("openssl", &["passwd", "-6", "-salt", "rulesalt", "pw"]);
+    let file = users.write("htpasswd", format!("admin:{hash}\n"));
+    let backend = common::backend::Backend::unix(common::backend::echo);
+    let realm = format!("/api/settings \"Device\" {}", file.display());
+    let s = backend.server(&["--auth", &realm, "--deny", "/api/admin all"]);
+    (backend, s, users)
+}
+
 /// `auth /api/settings` and `deny /api/admin all` in front of a backend:
 /// the tails a backend strips or ignores (`;jsessionid=x`, `.json`, a
 /// trailing space) and other letter cases (a case-insensitive router sends
@@ -766,12 +778,7 @@ fn status_of(s: &Server, method: &str, path: &str, host: &str, headers: &[&str])
 /// without a password.
 #[test]
 fn auth_and_deny_cover_the_forms_a_backend_routes_to_the_same_handler() {
-    let users = TempDir::new("users");
-    let hash = tool("openssl", &["passwd", "-6", "-salt", "rulesalt", "pw"]);
-    let file = users.write("htpasswd", format!("admin:{hash}\n"));
-    let backend = common::backend::Backend::unix(common::backend::echo);
-    let realm = format!("/api/settings \"Device\" {}", file.display());
-    let s = backend.server(&["--auth", &realm, "--deny", "/api/admin all"]);
+    let (backend, s, _users) = guarded_backend();
     let get = |path: &str| status_of(&s, "GET", path, "t", &[]);
     for path in [
         "/api/settings",
@@ -813,12 +820,7 @@ fn auth_and_deny_cover_the_forms_a_backend_routes_to_the_same_handler() {
 /// the password or past the deny rule.
 #[test]
 fn auth_and_deny_cover_paths_with_empty_or_parameter_segments() {
-    let users = TempDir::new("users");
-    let hash = tool("openssl", &["passwd", "-6", "-salt", "rulesalt", "pw"]);
-    let file = users.write("htpasswd", format!("admin:{hash}\n"));
-    let backend = common::backend::Backend::unix(common::backend::echo);
-    let realm = format!("/api/settings \"Device\" {}", file.display());
-    let s = backend.server(&["--auth", &realm, "--deny", "/api/admin all"]);
+    let (backend, s, _users) = guarded_backend();
     let get = |path: &str| status_of(&s, "GET", path, "t", &[]);
     for path in [
         "/api/;/settings",
