@@ -434,19 +434,8 @@ fn a_body_trickled_below_cgi_body_rate_gets_408_and_frees_the_slot() {
     c.write_all(b"POST /app/count HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n")
         .unwrap();
     c.write_all(&[b'x'; 9000]).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
-    let mut first = [0u8; 12];
-    let mut answered = false;
-    // A byte a second, each well within the head timeout.
-    for _ in 0..20 {
-        let _ = c.write_all(b"x");
-        if c.read_exact(&mut first).is_ok() {
-            answered = true;
-            break;
-        }
-    }
-    assert!(answered, "a byte a second went on: {}", s.log_text());
-    assert_eq!(&first, b"HTTP/1.1 408");
+    let first = trickle_until_answered(&mut c, 20);
+    assert_eq!(first.as_ref(), Some(b"HTTP/1.1 408"), "{}", s.log_text());
     assert!(
         wait_until(Duration::from_secs(5), || h
             .seen

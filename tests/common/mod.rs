@@ -781,6 +781,21 @@ pub fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// Sends a body byte a second on `c` (each well within the head timeout)
+/// until the server answers, at most `seconds` bytes: the first 12 bytes
+/// of the answer (its status line), if one came.
+pub fn trickle_until_answered(c: &mut TcpStream, seconds: usize) -> Option<[u8; 12]> {
+    c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut first = [0u8; 12];
+    for _ in 0..seconds {
+        let _ = c.write_all(b"x");
+        if c.read_exact(&mut first).is_ok() {
+            return Some(first);
+        }
+    }
+    None
+}
+
 /// Polls `cond` until it holds or `within` passes.
 pub fn wait_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + within;
