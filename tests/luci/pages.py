@@ -15,7 +15,8 @@ Content-Length), in which the servers may differ. Fields compare as a set: their
 compared. Both get the same Host.
 
 With LOADS above 0, each admin page is then loaded LOADS times through each server, one request after
-the other with curl, and a "time - " line gives each server's median (not a check). Last line:
+the other with curl (uhttpd, marmoset, uhttpd, ...), and a "time - " line gives each server's median
+(a figure, not a check). Last line:
 "N passed, M failed".
 """
 import http.client
@@ -80,17 +81,12 @@ def differences(a, b):
     return out
 
 
-def load_times(base, path, cookie, loads):
-    """milliseconds of each of LOADS sequential curl loads of PATH"""
-    times = []
-    for _ in range(loads):
-        r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code} %{time_total}", "-H",
-                            f"Host: {HOST}", "-b", cookie, base + path], capture_output=True, text=True)
-        code, seconds = r.stdout.split()
-        if code != "200":
-            return None
-        times.append(float(seconds) * 1000)
-    return times
+def load_time(base, path, cookie):
+    """milliseconds of one curl load of PATH; None unless it answered 200"""
+    r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code} %{time_total}", "-H",
+                        f"Host: {HOST}", "-b", cookie, base + path], capture_output=True, text=True)
+    code, _, seconds = r.stdout.partition(" ")
+    return float(seconds) * 1000 if code == "200" else None
 
 
 def main():
@@ -126,8 +122,12 @@ def main():
         both(name, path, cookies=cookies)
 
     for name, path in PAGES if loads > 0 else []:
-        ta, tb = load_times(ref, LUCI + path, cookies[0], loads), load_times(mar, LUCI + path, cookies[1], loads)
-        if ta is None or tb is None:
+        # One load through each in turn, so that the other users of the machine weigh on both alike.
+        ta, tb = [], []
+        for _ in range(loads):
+            ta.append(load_time(ref, LUCI + path, cookies[0]))
+            tb.append(load_time(mar, LUCI + path, cookies[1]))
+        if None in ta or None in tb:
             print(f"time - {name}: a load did not answer 200")
             continue
         print(f"time - {name}: uhttpd {statistics.median(ta):.1f} ms, marmoset {statistics.median(tb):.1f} ms"
