@@ -19,7 +19,7 @@
 #
 # Checked with (2026-12-05): libubox 1aa36ee7, ubus 3cc98db1, uci 66127cd7,
 # ucode 81205a25, rpcd 44766874, lucihttp 9b5b683f, cgi-io 901b0f04,
-# uhttpd f682ccab, iwinfo f5dd57a (header), LuCI 459941fb.
+# uhttpd f682ccab, iwinfo f5dd57a8 (its header), LuCI 459941fb.
 set -eu
 
 src=${1:-${OPENWRT_SRC_DIR:-}}
@@ -78,7 +78,7 @@ cmake_build() {
 	name=$1 extra=$2
 	shift 2
 	echo "== $name"
-	cmake -S "$src/$name" -B "$build/$name" -Wno-dev -DCMAKE_BUILD_TYPE=Release \
+	cmake -S "$src/$name" -B "$build/$name" -Wno-dev --no-warn-unused-cli -DCMAKE_BUILD_TYPE=Release \
 		-DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_PREFIX_PATH="$root/usr" \
 		-DCMAKE_C_FLAGS="-I$root/usr/include $extra" \
 		-DCMAKE_EXE_LINKER_FLAGS="-L$root/usr/lib -Wl,-rpath-link,$root/usr/lib" \
