@@ -48,7 +48,7 @@ for p in $need; do
 done
 if [ -n "$missing" ]; then
 	echo "apt-get install$missing"
-	apt-get -o DPkg::Lock::Timeout=600 update -qq
+	apt-get -o DPkg::Lock::Timeout=600 update -qq || echo "apt-get update failed: installing from the lists there are"
 	# shellcheck disable=SC2086 # one word per package
 	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing
 fi
