@@ -513,10 +513,21 @@ a%20b%2f~ a b" ]
 	check "the handler compiled and run once, each request in a fork of it" \
 		[ "$(cat "$TMP/handler.uc.loads" 2>/dev/null)" = loaded ]
 	fd_count() { set -- "/proc/$1/fd/"*; echo $#; }
-	fds=$(fd_count "$handler")
+	# A request's answer can reach the client before luci-scgi.uc has
+	# reaped its process and closed that process's pipes: count once it has
+	# (within 5 s).
+	settled_fds() {
+		_n=50
+		while [ "$_n" -gt 0 ] && [ -n "$(cat "/proc/$handler/task/$handler/children" 2>/dev/null)" ]; do
+			sleep 0.1
+			_n=$((_n - 1))
+		done
+		fd_count "$handler"
+	}
+	fds=$(settled_fds)
 	for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$P1/cgi-bin/luci/x"; done
 	check "50 requests later, luci-scgi.uc holds as many descriptors ($fds)" \
-		[ "$(fd_count "$handler")" -le "$fds" ]
+		[ "$(settled_fds)" -le "$fds" ]
 	stop
 	# Against uhttpd's own ucode_prefix, when it was built there too: one
 	# handler printing what it is given, through both. Marmoset's own CGI

@@ -1,20 +1,34 @@
 #!/usr/bin/env bash
-# marmoset's ubus endpoint against uhttpd's, on one real ubusd and rpcd with LuCI's rpcd plugins:
-# tests/luci/compare.py sends each exchange to both and the answers must match (its header lists them).
+# marmoset against uhttpd, on one real ubusd and rpcd with LuCI's rpcd plugins, each server set up as
+# OpenWrt's default /etc/config/uhttpd sets it (a ubus endpoint, LuCI in a warm ucode interpreter):
+# - the ubus endpoint: tests/luci/compare.py sends each exchange to both, and the answers must match
+#   (its header lists them);
+# - LuCI's pages: tests/luci/pages.py loads the same pages through both (the login page, a wrong and
+#   the right password, the admin pages, the logout), uhttpd running LuCI in-process (`-o /cgi-bin/luci
+#   -O /usr/share/ucode/luci/uhttpd.uc`), marmoset through `scgi /cgi-bin/luci unix:SOCKET` and
+#   board/openwrt/marmoset/files/luci-scgi.uc, started as marmoset-uhttpd's init script starts it. The
+#   answers must be identical but for the session id and CSRF token of each server's own login
+#   (masked) and the fields Date, Server, Connection, Keep-Alive, Transfer-Encoding and Content-Length
+#   (its header says more).
 #
 #   OPENWRT_STACK_DIR=/path tests/luci/compare.sh
 #
-# OPENWRT_STACK_DIR holds an OpenWrt web stack already built for this machine, in root/: an OpenWrt
-# file layout (sbin/ubusd, sbin/rpcd, sbin/uhttpd or bin/uhttpd; usr/lib with libubox, libubus, libuci, libucode,
-# rpcd's plugins and ucode's modules; usr/share/rpcd/acl.d; LuCI under www and usr/share/ucode/luci;
+# OPENWRT_STACK_DIR holds an OpenWrt web stack already built for this machine (board/openwrt/stack.sh
+# builds one), in root/: an OpenWrt file layout (sbin/ubusd, sbin/rpcd, sbin/uhttpd or bin/uhttpd,
+# bin/ucode; usr/lib with libubox, libubus, libuci, libucode, uhttpd's ucode and ubus plugins, rpcd's
+# plugins and ucode's modules; usr/share/rpcd/acl.d; LuCI under www and usr/share/ucode/luci;
 # etc with config/rpcd granting root a login and shadow holding root's password) whose usr/bin,
 # usr/sbin, usr/lib/MULTIARCH and usr/lib64 are empty directories: the host's are bound there read-only.
 # On a merged-/usr host the loader is an absolute link into /lib/MULTIARCH: when root/lib is a directory
 # of its own, the host's /lib/MULTIARCH is bound at root/lib/MULTIARCH too (made empty if missing).
-# Nothing is fetched or built here. ubusd, rpcd, uhttpd and marmoset run chrooted there, as root, in a
-# private mount namespace with their own /var/run and /tmp, on free ports, without CAP_SYS_TIME,
-# CAP_SYS_BOOT or CAP_SYS_MODULE (LuCI's rpcd plugin can set the clock); the host's /etc is not used.
+# Nothing is fetched or built here. ubusd, rpcd, uhttpd, luci-scgi.uc and marmoset run chrooted there,
+# as root, in a private mount namespace with their own /var/run and /tmp, on free ports, without
+# CAP_SYS_TIME, CAP_SYS_BOOT or CAP_SYS_MODULE (LuCI's rpcd plugin can set the clock); the host's /etc
+# is not used. A stack without uhttpd's ucode plugin, LuCI's uhttpd.uc, or ucode with its fs, socket
+# and uloop modules skips the pages with one line.
 # OPENWRT_STACK_PASSWORD: root's password in that shadow (default marmoset).
+# LUCI_PAGE_LOADS=N: after the checks, each admin page is loaded N times through each server (curl, one
+# after the other) and the medians printed (figures, not checks).
 # MARMOSET_UBUS_BIN: a marmoset built with `--features ubus`; by default the `tls,ubus` build
 # marmoset-uhttpd ships, in $CARGO_TARGET_DIR/release-tls-ubus (built when out of date).
 # Skips with one line and exit 77 when OPENWRT_STACK_DIR is unset or not run as root. Last line: "N passed,
@@ -26,11 +40,11 @@ cd "$repo" || exit 1
 . tests/results.sh
 stack=${OPENWRT_STACK_DIR:-}
 if [ -z "$stack" ]; then
-	skip "no OpenWrt web stack (set OPENWRT_STACK_DIR): marmoset's ubus endpoint not compared with uhttpd's"
+	skip "no OpenWrt web stack (set OPENWRT_STACK_DIR; board/openwrt/stack.sh builds one): marmoset's ubus endpoint and LuCI's pages not compared with uhttpd's"
 	exit "$SKIPPED"
 fi
 if [ "$(id -u)" != 0 ]; then
-	skip "not root (a mount namespace and chroot are needed): ubus endpoint not compared with uhttpd's"
+	skip "not root (a mount namespace and chroot are needed): ubus endpoint and LuCI's pages not compared with uhttpd's"
 	exit "$SKIPPED"
 fi
 root=$stack/root
@@ -48,6 +62,16 @@ if [ -n "$missing" ]; then
 	echo "$pass passed, $fail failed"
 	exit 1
 fi
+
+# LuCI's pages need uhttpd's ucode plugin, and ucode with the modules luci-scgi.uc uses.
+ucode=""
+for f in bin/ucode sbin/ucode; do [ -x "$root/$f" ] && ucode=/$f && break; done
+pages=""
+[ -n "$ucode" ] || pages=" bin/ucode"
+for f in usr/lib/uhttpd_ucode.so usr/share/ucode/luci/uhttpd.uc usr/lib/ucode/fs.so usr/lib/ucode/socket.so \
+	usr/lib/ucode/uloop.so; do
+	[ -e "$root/$f" ] || pages="$pages $f"
+done
 
 tgt=${CARGO_TARGET_DIR:-target}
 work=$(mktemp -d)
@@ -77,13 +101,23 @@ fi
 ref_port=$(free_port)
 mar_port=$(free_port)
 mkdir -p "$work/run/ubus"
-cp "$bin" "$work/run/marmoset"
+mkdir -p "$work/run/bin"
+cp "$bin" "$work/run/bin/marmoset"
 cat >"$work/run/marmoset.conf" <<EOF
 listen 127.0.0.1:$mar_port
 root /www
 cgi-prefix /cgi-bin/
 ubus /ubus /var/run/ubus/ubus.sock
 EOF
+# As marmoset-uhttpd's init script maps OpenWrt's default ucode_prefix.
+scgi_sock=/var/run/marmoset/uhttpd-main-ucode1.sock
+luci_prefix=()
+if [ -z "$pages" ]; then
+	echo "scgi /cgi-bin/luci unix:$scgi_sock" >>"$work/run/marmoset.conf"
+	mkdir -p "$work/run/marmoset"
+	cp board/openwrt/marmoset/files/luci-scgi.uc "$work/run/luci-scgi.uc"
+	luci_prefix=(-o /cgi-bin/luci -O /usr/share/ucode/luci/uhttpd.uc)
+fi
 
 # The namespace: host programs and libraries bound read-only into the root, its own /proc, /var/run
 # (this run's scratch directory: the socket and marmoset) and /tmp; then it waits to be killed.
@@ -140,13 +174,16 @@ in_ns ubusd.log /sbin/ubusd -s /var/run/ubus/ubus.sock
 wait_for "ubusd socket" 10 test -S "$work/run/ubus/ubus.sock" || { echo "$pass passed, $fail failed"; exit 1; }
 in_ns rpcd.log /sbin/rpcd -s /var/run/ubus/ubus.sock -t 30
 in_ns uhttpd.log "/$uhttpd" -f -h /www -x /cgi-bin -u /ubus -U /var/run/ubus/ubus.sock -t 60 -T 30 -k 20 \
-	-A 1 -n 3 -N 100 -R -p "127.0.0.1:$ref_port"
-in_ns marmoset.log /var/run/marmoset --config /var/run/marmoset.conf
+	-A 1 -n 3 -N 100 -R "${luci_prefix[@]}" -p "127.0.0.1:$ref_port"
+in_ns marmoset.log /var/run/bin/marmoset --config /var/run/marmoset.conf
+[ -n "$pages" ] ||
+	in_ns luci-scgi.log "$ucode" /var/run/luci-scgi.uc "$scgi_sock" /usr/share/ucode/luci/uhttpd.uc
 login='{"jsonrpc":"2.0","id":1,"method":"call","params":["00000000000000000000000000000000","session","login",{"username":"root","password":"x"}]}'
 rpcd_up() { curl -s -m 2 -H 'Content-Type: application/json' -d "$login" "http://127.0.0.1:$ref_port/ubus" | grep -q '"result"'; }
 wait_for "uhttpd answers" 10 answers "http://127.0.0.1:$ref_port/" &&
 	wait_for "marmoset answers" 10 answers "http://127.0.0.1:$mar_port/" &&
-	wait_for "rpcd's session object on the bus" 10 rpcd_up
+	wait_for "rpcd's session object on the bus" 10 rpcd_up &&
+	{ [ -n "$pages" ] || wait_for "luci-scgi.uc's socket" 10 test -S "$work/run/marmoset/${scgi_sock##*/}"; }
 if [ "$fail" != 0 ]; then
 	tail -n 5 "$work"/*.log
 	echo "$pass passed, $fail failed"
@@ -154,15 +191,33 @@ if [ "$fail" != 0 ]; then
 fi
 ok "ubusd, rpcd, uhttpd (127.0.0.1:$ref_port) and marmoset (127.0.0.1:$mar_port) started"
 
-out=$(python3 tests/luci/compare.py "http://127.0.0.1:$ref_port" "http://127.0.0.1:$mar_port" \
-	"${OPENWRT_STACK_PASSWORD:-marmoset}")
-echo "$out" | sed '$d'
-last=$(echo "$out" | tail -n 1)
-pass=$((pass + ${last%% passed*}))
-fail=$((fail + $(echo "$last" | sed -n 's/.*, \([0-9]*\) failed/\1/p')))
+# add_counts OUTPUT: prints a script's lines but its last, and adds that "N passed, M failed" line's counts.
+add_counts() {
+	local last
+	echo "$1" | sed '$d'
+	last=$(echo "$1" | tail -n 1)
+	case $last in
+	*" passed, "*" failed") ;;
+	*) bad "no count at the end: $last"; return ;;
+	esac
+	pass=$((pass + ${last%% passed*}))
+	fail=$((fail + $(echo "$last" | sed -n 's/.*, \([0-9]*\) failed/\1/p')))
+}
+add_counts "$(python3 tests/luci/compare.py "http://127.0.0.1:$ref_port" "http://127.0.0.1:$mar_port" \
+	"${OPENWRT_STACK_PASSWORD:-marmoset}")"
+if [ -n "$pages" ]; then
+	skip "OPENWRT_STACK_DIR=$stack: root/ lacks$pages: LuCI's pages not compared with uhttpd's"
+else
+	add_counts "$(python3 tests/luci/pages.py "http://127.0.0.1:$ref_port" "http://127.0.0.1:$mar_port" \
+		"${OPENWRT_STACK_PASSWORD:-marmoset}" "${LUCI_PAGE_LOADS:-0}")"
+fi
 if [ "$fail" != 0 ]; then
 	echo "marmoset's log:"
 	tail -n 20 "$work/marmoset.log"
+	if [ -s "$work/luci-scgi.log" ]; then
+		echo "luci-scgi.uc's log:"
+		tail -n 20 "$work/luci-scgi.log"
+	fi
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

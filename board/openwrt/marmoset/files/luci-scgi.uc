@@ -11,8 +11,9 @@
 // and sendc() write to the client, recv([length]) reads the request body
 // (null at its end), urldecode() and urlencode() as uhttpd converts, and
 // docroot. env holds the request's CGI variables (SCRIPT_FILENAME the
-// handler), PATH_INFO only when it is not empty, HTTP_VERSION as a number,
-// and headers by lower-case name with URL the request target. A request's
+// handler, no DOCUMENT_ROOT), PATH_INFO only when it is not empty,
+// HTTP_VERSION as a number, and headers by lower-case name with URL the
+// request target. A request's
 // process has no stdout (uloop's tasks write theirs to /dev/null): what
 // the handler prints outside a render() capture is not sent, where uhttpd
 // sends it; LuCI writes its pages through uhttpd.send.
@@ -209,8 +210,11 @@ function request_env(vars) {
 	// SCGI always sends CONTENT_LENGTH; uhttpd has none without a body,
 	// and LuCI takes any CONTENT_LENGTH, "0" too, for a body to parse.
 	// (An explicit `Content-Length: 0` loses it too: nothing to read.)
+	// uhttpd gives its handlers no DOCUMENT_ROOT (uhttpd.docroot has it),
+	// and LuCI writes the one it gets into its pages.
 	for (let k, v in vars) {
-		if (k == 'SCGI' || (k == 'PATH_INFO' && v == '') || (k == 'CONTENT_LENGTH' && v == '0'))
+		if (k == 'SCGI' || k == 'DOCUMENT_ROOT' || (k == 'PATH_INFO' && v == '') ||
+		    (k == 'CONTENT_LENGTH' && v == '0'))
 			continue;
 
 		env[k] = v;
@@ -283,6 +287,13 @@ if (type(global.handle_request) != 'function') {
 	exit(1);
 }
 
+// Importing uloop started a loop, and what the handler registered in it
+// while loading is watched there: LuCI's ubus connection, for one. Each
+// request's process calls over that connection, and a parent watching it
+// too would read the replies meant for the request, which then waits for
+// them forever. A fresh loop watches the listening socket only, as
+// uhttpd's loop, started after its handler is loaded, does.
+uloop.done();
 uloop.init();
 
 if (stat(SOCKET)?.type == 'socket')
