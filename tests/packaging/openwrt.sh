@@ -191,6 +191,9 @@ if [ -n "$LU" ]; then
 			not grep -qE '^CONFIG_PACKAGE_uhttpd(-mod-ubus)?=' .config
 		check "$c with marmoset-uhttpd=y: LuCI kept (luci-base, cgi-io, rpcd)" \
 			cfgs CONFIG_PACKAGE_luci-base=y CONFIG_PACKAGE_cgi-io=y CONFIG_PACKAGE_rpcd=y
+		check "$c with marmoset-uhttpd=y: ucode and the modules luci-scgi.uc runs on (ucode_prefix warm)" \
+			cfgs CONFIG_PACKAGE_ucode=y CONFIG_PACKAGE_ucode-mod-fs=y CONFIG_PACKAGE_ucode-mod-socket=y \
+			CONFIG_PACKAGE_ucode-mod-uloop=y
 	done
 else
 	skip "no LuCI feed (set OPENWRT_LUCI_DIR): the image with LuCI and marmoset-uhttpd not checked"
