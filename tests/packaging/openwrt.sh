@@ -27,6 +27,7 @@
 #   6. marmoset-uhttpd: provides uhttpd and uhttpd-mod-ubus; with a LuCI
 #      feed (OPENWRT_LUCI_DIR), `luci` or `luci-ssl` with marmoset-uhttpd=y
 #      leaves uhttpd out of the image and keeps LuCI; its install recipe.
+# OpenWrt's host prerequisites are installed with apt-get when missing.
 #
 #   OPENWRT_DIR=/tmp/openwrt OPENWRT_PACKAGES_DIR=/tmp/packages \
 #   [OPENWRT_LUCI_DIR=/tmp/luci] tests/packaging/openwrt.sh
@@ -53,6 +54,24 @@ mkdir -p "$work/feed" "$work/dl"
 export LC_ALL=C
 
 note() { echo "note - $*"; }
+
+# What OpenWrt's prerequisite check (include/prereq-build.mk) asks of the
+# host before `scripts/feeds` and `make defconfig` run.
+pkgs=(make gcc g++ libc6-dev libncurses-dev git rsync gawk tar findutils patch diffutils unzip bzip2
+	wget file perl python3 python3-distutils)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "apt-get install ${missing[*]}"
+	apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null 2>&1 || true
+	if ! apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >"$work/apt.log" 2>&1; then
+		bad "apt-get install ${missing[*]} ($work/apt.log)"
+		echo "$pass passed, $fail failed"
+		exit 1
+	fi
+fi
 same() { [ "$1" = "$2" ]; }
 has() { case $1 in *"$2"*) ;; *) return 1 ;; esac; } # has STRING PART
 run_log() { "$@" >"$log" 2>&1; }                     # output to $log
@@ -78,6 +97,9 @@ field() { # PACKAGE FIELD: the field's value in the feed index
 	awk -v p="Package: $1" -v f="$2: " '$0 == p { on = 1; next } /^Package: / { on = 0 }
 		on && index($0, f) == 1 { print substr($0, length(f) + 1); exit }' "$idx"
 }
+# The menu as menuconfig shows it: written by prepare-tmpinfo, which
+# `scripts/feeds install` does not run.
+make -s prepare-tmpinfo >"$work/tmpinfo.log" 2>&1 || tail -5 "$work/tmpinfo.log"
 for p in marmoset marmoset-tls marmoset-uhttpd; do
 	m=$(field $p Maintainer)
 	check "$p: Maintainer '$m'" test -n "$m"
@@ -191,9 +213,6 @@ if [ -n "$LU" ]; then
 			not grep -qE '^CONFIG_PACKAGE_uhttpd(-mod-ubus)?=' .config
 		check "$c with marmoset-uhttpd=y: LuCI kept (luci-base, cgi-io, rpcd)" \
 			cfgs CONFIG_PACKAGE_luci-base=y CONFIG_PACKAGE_cgi-io=y CONFIG_PACKAGE_rpcd=y
-		check "$c with marmoset-uhttpd=y: ucode and the modules luci-scgi.uc runs on (ucode_prefix warm)" \
-			cfgs CONFIG_PACKAGE_ucode=y CONFIG_PACKAGE_ucode-mod-fs=y CONFIG_PACKAGE_ucode-mod-socket=y \
-			CONFIG_PACKAGE_ucode-mod-uloop=y
 	done
 else
 	skip "no LuCI feed (set OPENWRT_LUCI_DIR): the image with LuCI and marmoset-uhttpd not checked"
@@ -262,10 +281,11 @@ mkdir -p "$u/root"
 } >"$i/pkg/Makefile"
 if check "Package/marmoset-uhttpd/install runs" make -s -C "$i/pkg" TOPDIR="$OW" install-test >"$u/log" 2>&1; then
 	(cd "$u/root" && find . -type f -printf '%m %p\n' | sort -k2) >"$u/files"
-	check "marmoset-uhttpd installs /usr/bin/marmoset, /etc/init.d/uhttpd, /etc/config/uhttpd: $(tr '\n' ' ' <"$u/files")" \
+	check "marmoset-uhttpd installs /usr/bin/marmoset, /etc/init.d/uhttpd, /etc/config/uhttpd, luci-scgi.uc: $(tr '\n' ' ' <"$u/files")" \
 		same "$(cat "$u/files")" "600 ./etc/config/uhttpd
 755 ./etc/init.d/uhttpd
-755 ./usr/bin/marmoset"
+755 ./usr/bin/marmoset
+644 ./usr/share/marmoset/luci-scgi.uc"
 else
 	sed 's/^/     /' "$u/log"
 fi
