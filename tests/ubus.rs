@@ -1357,16 +1357,26 @@ fn assert_luci_pages(c: &mut Conn, sid: &str, s: &Server) {
     }
 }
 
+/// A hostile host's and the owner's addresses in one /64 on `lo`, as on a
+/// router's LAN; `None` (said) where they cannot be added.
+fn hosts_of_one_64() -> Option<(&'static str, &'static str)> {
+    let (hostile, owner) = ("fd00:18:5::2", "fd00:18:5::3");
+    if add_ipv6_to_lo(&["fd00:18:5::2/64", "fd00:18:5::3/64"]) {
+        Some((hostile, owner))
+    } else {
+        eprintln!("skipped: adding {hostile} and {owner} to lo needs root");
+        None
+    }
+}
+
 /// The same over IPv6, the hostile host and the owner in one /64 as on a
 /// router's LAN: uploads and chunked heads from one address, the owner's
 /// LuCI pages from another, with his session, each within 2 s.
 #[test]
 fn over_ipv6_a_luci_session_finds_a_script_slot_beside_a_host_of_its_own_64() {
-    let (hostile, owner) = ("fd00:18:5::2", "fd00:18:5::3");
-    if !add_ipv6_to_lo(&["fd00:18:5::2/64", "fd00:18:5::3/64"]) {
-        eprintln!("skipped: adding {hostile} and {owner} to lo needs root");
+    let Some((hostile, owner)) = hosts_of_one_64() else {
         return;
-    }
+    };
     for t in Transport::all() {
         let dir = TempDir::new("ubus-cgi-v6");
         let bus = UbusStandin::start(&dir);
@@ -1440,11 +1450,9 @@ fn running(needle: &str) -> usize {
 /// cannot take, whoever shares its client.
 #[test]
 fn over_ipv6_a_session_finds_room_beside_a_login_flood_from_its_own_64() {
-    let (hostile, owner) = ("fd00:18:5::2", "fd00:18:5::3");
-    if !add_ipv6_to_lo(&["fd00:18:5::2/64", "fd00:18:5::3/64"]) {
-        eprintln!("skipped: adding {hostile} and {owner} to lo needs root");
+    let Some((hostile, owner)) = hosts_of_one_64() else {
         return;
-    }
+    };
     for t in Transport::all() {
         let dir = TempDir::new("ubus-v6");
         let bus = UbusStandin::start_slow_logins(&dir, 3.0);
