@@ -18,6 +18,8 @@ mkdir -p tests/out
 
 say() { printf '\n=== %s\n' "$*"; }
 
+# shellcheck source=tests/apt.sh
+. tests/apt.sh
 install_everything() {
 	local pkgs=(
 		curl gzip brotli openssl apache2-utils wrk procps util-linux binutils python3 python3-pip file xz-utils
@@ -29,16 +31,7 @@ install_everything() {
 	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 		pkgs+=(nodejs npm)
 	fi
-	local missing=() p
-	for p in "${pkgs[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
-	done
-	if [ ${#missing[@]} -gt 0 ]; then
-		echo "apt-get install ${missing[*]}"
-		apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null 2>&1 || true
-		apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >tests/out/apt.log 2>&1 ||
-			{ echo "apt-get install failed (tests/out/apt.log)"; return 1; }
-	fi
+	apt_install tests/out/apt.log "${pkgs[@]}" || { echo "apt-get install failed (tests/out/apt.log)"; return 1; }
 	rustup component add rustfmt clippy rust-src >/dev/null 2>&1 || return 1
 	# zig compiles and links the build-std targets (board/build-std.sh).
 	if ! command -v cargo-zigbuild >/dev/null || ! python3 -c 'import ziglang' 2>/dev/null; then

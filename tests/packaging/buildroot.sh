@@ -39,6 +39,8 @@ repo=$(cd "$(dirname "$0")/../.." && pwd -P)
 cd "$repo" || exit 1
 # shellcheck source=tests/results.sh
 . tests/results.sh
+# shellcheck source=tests/apt.sh
+. tests/apt.sh
 BR=${BUILDROOT_DIR:-$repo/../shared/upstream/buildroot-2026.02.3}
 if [ ! -f "$BR/Makefile" ] || [ ! -x "$BR/utils/check-package" ]; then
 	skip "no Buildroot tree at $BR (set BUILDROOT_DIR): Buildroot checks not run"
@@ -70,17 +72,9 @@ finish() {
 # --- what this needs -------------------------------------------------------
 pkgs=(make gcc g++ rsync file bc cpio unzip patch perl python3 python3-magic python3-flake8 shellcheck curl
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static)
-missing=()
-for p in "${pkgs[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	echo "apt-get install ${missing[*]}"
-	apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null 2>&1 || true
-	if ! apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >"$work/apt.log" 2>&1; then
-		bad "apt-get install ${missing[*]} ($work/apt.log)"
-		finish
-	fi
+if ! apt_install "$work/apt.log" "${pkgs[@]}"; then
+	bad "apt-get install ($work/apt.log)"
+	finish
 fi
 if ! rustup target add aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf >/dev/null 2>&1; then
 	bad "rustup target add aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf"

@@ -40,6 +40,8 @@ repo=$(cd "$(dirname "$0")/../.." && pwd -P)
 cd "$repo" || exit 1
 # shellcheck source=tests/results.sh
 . tests/results.sh
+# shellcheck source=tests/apt.sh
+. tests/apt.sh
 OW=${OPENWRT_DIR:-}
 PK=${OPENWRT_PACKAGES_DIR:-}
 if [ -z "$OW" ] || [ ! -x "$OW/scripts/feeds" ] || [ -z "$PK" ] || [ ! -f "$PK/lang/rust/rust-package.mk" ]; then
@@ -59,18 +61,10 @@ note() { echo "note - $*"; }
 # host before `scripts/feeds` and `make defconfig` run.
 pkgs=(make gcc g++ libc6-dev libncurses-dev git rsync gawk tar findutils patch diffutils unzip bzip2
 	wget file perl python3 python3-distutils)
-missing=()
-for p in "${pkgs[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	echo "apt-get install ${missing[*]}"
-	apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null 2>&1 || true
-	if ! apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >"$work/apt.log" 2>&1; then
-		bad "apt-get install ${missing[*]} ($work/apt.log)"
-		echo "$pass passed, $fail failed"
-		exit 1
-	fi
+if ! apt_install "$work/apt.log" "${pkgs[@]}"; then
+	bad "apt-get install ($work/apt.log)"
+	echo "$pass passed, $fail failed"
+	exit 1
 fi
 same() { [ "$1" = "$2" ]; }
 has() { case $1 in *"$2"*) ;; *) return 1 ;; esac; } # has STRING PART
