@@ -553,3 +553,52 @@ fn the_date_header_is_now() {
         Some(1_600_000_000)
     );
 }
+
+/// A small file is kept in memory and sent with its head in one write. A
+/// client with a 4 KiB receive window asks for more answers than the
+/// server's send buffer holds (the kernel's largest, `tcp_wmem`), so the
+/// writes stop part way through heads and bodies alike: every answer must
+/// still arrive whole and in order.
+#[test]
+fn answers_of_a_file_kept_in_memory_arrive_whole_through_a_small_window() {
+    use nix::sys::socket::{self as so, sockopt};
+    use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
+    use std::os::fd::AsRawFd;
+    let s = Server::start(&[]);
+    // Just under the largest file kept in memory (12 KiB).
+    let page: String = (0..12_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let most_queued: usize = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem")
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(2)?.parse().ok())
+        .unwrap_or(4 << 20);
+    let count = most_queued / page.len() + 100;
+    s.root.write("page.txt", &page);
+    let fd = so::socket(
+        so::AddressFamily::Inet,
+        so::SockType::Stream,
+        so::SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    so::setsockopt(&fd, sockopt::RcvBuf, &4096).unwrap();
+    let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, s.port);
+    so::connect(fd.as_raw_fd(), &so::SockaddrIn::from(to)).unwrap();
+    let mut c = TcpStream::from(fd);
+    c.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut asked = b"GET /page.txt HTTP/1.1\r\nHost: t\r\n\r\n".repeat(count - 1);
+    asked.extend_from_slice(b"GET /page.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    // Written from another thread: the server answers while the requests arrive.
+    let mut writer = c.try_clone().unwrap();
+    let sender = std::thread::spawn(move || writer.write_all(&asked));
+    for n in 0..count {
+        let r = read_response(&mut c, false).unwrap_or_else(|| panic!("answer {n} cut short"));
+        assert_eq!(r.status, 200, "answer {n}");
+        assert!(r.body == page.as_bytes(), "answer {n}: body differs");
+    }
+    assert_eq!(read_to_close(&mut c), "", "closed after the last answer");
+    sender.join().unwrap().unwrap();
+    s.assert_healthy();
+}

@@ -184,7 +184,8 @@ pub fn parse<'a>(
         Err(httparse::Error::Version) => return Err(version_error(buf)),
         Err(_) => return Err(Reject(Status::BadRequest)),
     };
-    if line_len(buf).is_none_or(|n| n > MAX_REQUEST_LINE) {
+    // The request line is part of the head: only a longer head needs the scan.
+    if head_len > MAX_REQUEST_LINE && line_len(buf).is_none_or(|n| n > MAX_REQUEST_LINE) {
         return Err(Reject(Status::UriTooLong));
     }
     let (Some(method_str), Some(path), Some(minor)) = (req.method, req.path, req.version) else {

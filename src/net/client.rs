@@ -17,10 +17,19 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 /// An address block: the upper `len` bits of an IPv6 address, an IPv4
 /// block written as its IPv4-mapped form (`::ffff:a.b.c.d`, `len` 96 and
 /// more). Bytes, not a `u128`, so that a table entry is not padded to 16.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Eq)]
 pub struct Net {
     bits: [u8; 16],
     len: u8,
+}
+
+/// Compared as one number: the connection table compares clients on every
+/// change of its counts, and a compare of bytes is a loop over them on
+/// targets where the compiler does not widen it (MIPS).
+impl PartialEq for Net {
+    fn eq(&self, other: &Net) -> bool {
+        u128::from_ne_bytes(self.bits) == u128::from_ne_bytes(other.bits) && self.len == other.len
+    }
 }
 
 impl Net {

@@ -881,19 +881,6 @@ impl Conn {
                 response::write_status_page(&mut out, r.status);
                 Body::Empty
             }
-            Body::Shared(bytes) if out.len() + bytes.len() <= OUT_BUF => {
-                out.extend_from_slice(&bytes);
-                Body::Empty
-            }
-            Body::File {
-                bytes: Some(bytes),
-                offset,
-                len,
-                ..
-            } if out.len() as u64 + len <= OUT_BUF as u64 => {
-                out.extend_from_slice(&bytes[offset as usize..(offset + len) as usize]);
-                Body::Empty
-            }
             body => body,
         };
         Prepared {
@@ -928,6 +915,20 @@ impl Conn {
     /// Sends the prepared head and then the body.
     async fn send_body(&self, out: &mut Vec<u8>, body: Body) -> Result<(), End> {
         match body {
+            // Kept in memory: sent from there with the head, in one call.
+            Body::File {
+                bytes: Some(bytes),
+                offset,
+                len,
+                ..
+            } => {
+                let part = usize::try_from(offset)
+                    .ok()
+                    .zip(usize::try_from(offset + len).ok())
+                    .and_then(|(from, to)| bytes.get(from..to))
+                    .ok_or(End::Io)?;
+                self.sock.send_both(out, part).await
+            }
             Body::File {
                 file, offset, len, ..
             } if out.len() as u64 + len <= OUT_BUF as u64 => {
@@ -945,10 +946,7 @@ impl Conn {
             }
             Body::Gunzip { mut stream, len } => self.send_gunzipped(out, &mut stream, len).await,
             // Sent from where it is kept: no copy per connection.
-            Body::Shared(bytes) => {
-                self.sock.send_head_more(out).await?;
-                self.sock.send_all(&bytes).await
-            }
+            Body::Shared(bytes) => self.sock.send_both(out, &bytes).await,
             Body::Empty | Body::Script | Body::StatusPage => self.sock.send_all(out).await,
         }
     }

@@ -649,7 +649,9 @@ fn is_plain(r: &Response, f: &Opened) -> bool {
         && r.status == Status::Ok
         && r.extra.is_empty()
         && r.status_header.is_none()
-        && r.content_type == Some(f.content_type)
+        // The same static string when it is the file's own: compared by
+        // address, not byte by byte.
+        && r.content_type.is_some_and(|t| std::ptr::eq(t, f.content_type))
         && r.accept_ranges
 }
 
