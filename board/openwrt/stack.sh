@@ -91,7 +91,7 @@ if [ -n "$arch" ]; then
 	# Debian's packages of the target: the -dev ones into the sysroot, the
 	# libraries into the root as well (the guest runs them).
 	dev="libjson-c-dev libssl-dev libcrypt-dev libnl-3-dev"
-	run="libc6 libgcc-s1 libjson-c5 libssl3 libcrypt1 libnl-3-200"
+	run="libc6 libgcc-s1 libatomic1 libjson-c5 libssl3 libcrypt1 libnl-3-200"
 	mkdir -p "$debs"
 	get=""
 	for p in $dev $run; do
@@ -298,5 +298,16 @@ sed -i "/^config internal 'themes'/a\\
 	option Bootstrap '/luci-static/bootstrap'\\
 	option BootstrapDark '/luci-static/bootstrap-dark'\\
 	option BootstrapLight '/luci-static/bootstrap-light'" "$root/etc/config/luci"
+
+# Every program and library of the guest's root finds the libraries it needs there.
+if [ -n "$arch" ]; then
+	missing=$(find "$root" -type f \( -perm -u+x -o -name '*.so*' \) | while read -r f; do
+		readelf -d "$f" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | while read -r l; do
+			for d in lib "lib/$triple" usr/lib "usr/lib/$triple"; do [ -e "$root/$d/$l" ] && continue 2; done
+			echo "${f#"$root"} needs $l"
+		done
+	done)
+	[ -z "$missing" ] || { echo "missing from $root: $missing" >&2; exit 1; }
+fi
 
 echo "OpenWrt web stack for ${arch:-$(uname -m)} built: OPENWRT_STACK_DIR=$out"
