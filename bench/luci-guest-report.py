@@ -69,12 +69,27 @@ for scheme in ('http', 'https-ec', 'https-rsa'):
     mc, uc = med([v[1] / 100 for v in m]), med([v[1] / 100 for v in u])
     out.append(f'| {scheme} | {mw:.1f} | {uw:.1f} | {ratio(mw, uw)} | {mc:.2f} | {uc:.2f} | {ratio(mc, uc)} |')
 out.append('')
-out.append('Peak RSS (VmHWM, kB) of each server process at the end:')
+out.append('20 x luci.js (99,444 bytes) on one connection (curl): server CPU s, median over rounds:')
+out.append('')
+out.append('| over | Marmoset CPU s | uhttpd CPU s | ratio |')
+out.append('|---|---|---|---|')
+for c in ('plain', 'TLS_AES_128_GCM_SHA256', 'TLS_CHACHA20_POLY1305_SHA256'):
+    m = visits.get((f'bulk-{c}', 'marmoset'), [])
+    u = visits.get((f'bulk-{c}', 'uhttpd'), [])
+    if not m and not u:
+        continue
+    mc, uc = med([v[1] / 100 for v in m]), med([v[1] / 100 for v in u])
+    fm = f'{mc:.2f}' if mc is not None else 'not offered'
+    out.append(f'| {c} | {fm} | {uc:.2f} | {ratio(mc, uc)} |')
+out.append('')
+out.append('Memory of each server process at the end (kB): VmHWM (peak RSS), VmRSS, and its private pages '
+           '(smaps_rollup Private_Clean + Private_Dirty: what it alone costs, shared libraries aside):')
 out.append('')
 for line in open(peak_file):
-    m = re.match(r'@@S (\S+) pid=\d+ ticks=(\d+) hwm_kb=(\d*) rss_kb=(\d*)', line)
+    m = re.match(r'@@S (\S+) pid=\d+ ticks=(\d+) hwm_kb=(\d*) rss_kb=(\d*) priv_kb=(\d*)', line)
     if m:
-        out.append(f'- {m.group(1)}: peak {m.group(3)} kB, now {m.group(4)} kB, CPU {int(m.group(2)) / 100:.2f} s in all')
+        out.append(f'- {m.group(1)}: peak {m.group(3)}, now {m.group(4)}, private {m.group(5)}; '
+                   f'CPU {int(m.group(2)) / 100:.2f} s in all')
 if failed:
     out.append('')
     out.append('Failures:')
