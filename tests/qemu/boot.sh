@@ -26,6 +26,8 @@
 #   MARMOSET_QEMU_BOOT_DEADLINE  seconds from qemu start to the first UI response (default: board.conf)
 #   MARMOSET_QEMU_PLACEHOLDER=1  harness development only: BusyBox httpd stands in for marmoset
 #   MARMOSET_QEMU_ARGS    more qemu arguments (bench/ktls-qemu.sh: -icount)
+#   MARMOSET_QEMU_HOSTFWD more port forwards, qemu's hostfwd= values separated by spaces
+#                         (bench/luci-guest.sh: tcp:127.0.0.1:HOSTPORT-:GUESTPORT ...)
 #   CARGO_TARGET_DIR      honoured (default target/)
 #   AB_REQUESTS, AB_CONCURRENCY  the load step (default 2000 and 10)
 #   MARMOSET_QEMU_LIBRARY=1  when sourced (bench/ktls-qemu.sh): define the steps, run none of them
@@ -644,11 +646,13 @@ boot() {
   mkfifo "$RUN/con.in" "$RUN/con.out"
   cat "$RUN/con.out" >>"$CONSOLE_LOG" &
   READER_PID=$!
+  local fwd="" f
+  for f in ${MARMOSET_QEMU_HOSTFWD:-}; do fwd="$fwd,hostfwd=$f"; done
   local qemu_args=(
     -M "$QEMU_MACHINE" -cpu "$QEMU_CPU" -m 256 -nographic -no-reboot -monitor none
     -kernel "$KERNEL" -initrd "$INITRAMFS"
     -append "console=$CONSOLE rdinit=/init panic=-1 quiet"
-    -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$PORT-:$GUEST_PORT${PORT80:+,hostfwd=tcp:127.0.0.1:$PORT80-:80}"
+    -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$PORT-:$GUEST_PORT${PORT80:+,hostfwd=tcp:127.0.0.1:$PORT80-:80}$fwd"
     -device "$QEMU_NET_DEVICE,netdev=n0"
     -chardev "pipe,id=con,path=$RUN/con"
     -serial chardev:con
