@@ -23,8 +23,8 @@
 # opens LUCI_PAGES, and per page the browser's time to its last ubus answer; the server's CPU
 # across the whole visit (utime+stime of its processes, with the reaped children: each page's
 # fork of the warm ucode VM); then the bulk cost of each server's TLS: LuCI's luci.js 20 times on
-# one connection (curl) over HTTP and TLS 1.3 with AES-128-GCM and with ChaCha20-Poly1305 (which
-# Marmoset does not offer: skipped with a line), the server's CPU; at the end each server
+# one connection (curl) over HTTP and TLS 1.3 with AES-128-GCM and with ChaCha20-Poly1305, the
+# server's CPU; at the end each server
 # process's peak RSS (VmHWM), RSS and private memory, all from /proc in the guest.
 #
 #   OPENWRT_SRC_DIR=/path/to/src OPENWRT_DIR=/path/to/openwrt bench/luci-guest.sh
@@ -322,10 +322,6 @@ for round in $(seq 1 "$ROUNDS"); do
   [ $((round % 2)) = 0 ] && servers="uhttpd marmoset"
   for server in $servers; do
     for c in plain TLS_AES_128_GCM_SHA256 TLS_CHACHA20_POLY1305_SHA256; do
-      if [ "$server-$c" = marmoset-TLS_CHACHA20_POLY1305_SHA256 ]; then
-        [ "$round" != 1 ] || echo "skip: marmoset over $c (its TLS offers AES-GCM only, src/tls/provider.rs)"
-        continue
-      fi
       case $server-$c in
       marmoset-plain) url="http://127.0.0.1:${HP[80]}" service=uhttpd ;;
       marmoset-*) url="https://127.0.0.1:${HP[443]}" service=uhttpd ;;

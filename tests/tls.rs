@@ -207,6 +207,48 @@ fn rsa_keys_in_pkcs1_and_ec_keys_in_sec1_serve_too() {
     t.assert_serves();
 }
 
+/// The suite the server picks among what OpenSSL offers (AES-GCM of both
+/// sizes and ChaCha20-Poly1305, in OpenSSL's order): ChaCha20-Poly1305 on
+/// the builds for CPUs without AES instructions (MIPS, 32-bit ARM: the
+/// binary's ELF machine) while rustls makes the records, AES-128-GCM
+/// everywhere else and whenever the kernel takes the records.
+#[test]
+fn the_cipher_suits_the_cpu_and_who_makes_the_records() {
+    let dir = TempDir::new("pair");
+    let t = Tls::start(&make_pair(&dir, "device"), &[]);
+    t.assert_serves();
+    let elf = std::fs::read(binary()).unwrap();
+    let machine = if elf[5] == 1 {
+        u16::from_le_bytes([elf[18], elf[19]])
+    } else {
+        u16::from_be_bytes([elf[18], elf[19]])
+    };
+    const EM_MIPS: u16 = 8;
+    const EM_ARM: u16 = 40;
+    let in_kernel = t.server.log_text().contains("records in the kernel");
+    let chacha = matches!(machine, EM_MIPS | EM_ARM) && !in_kernel;
+    for (version, aes, chacha20) in [
+        (
+            "-tls1_3",
+            "TLS_AES_128_GCM_SHA256",
+            "TLS_CHACHA20_POLY1305_SHA256",
+        ),
+        ("-tls1_2", "-AES128-GCM-SHA256", "-CHACHA20-POLY1305"),
+    ] {
+        let out = t.s_client(&[version]);
+        let line = out
+            .lines()
+            .find(|l| l.contains("Cipher is"))
+            .unwrap_or_else(|| panic!("{version}: no cipher:\n{out}"));
+        let expected = if chacha { chacha20 } else { aes };
+        assert!(
+            line.contains(expected),
+            "{version}, ELF machine {machine}, records in the kernel: {in_kernel}: {line}"
+        );
+    }
+    t.server.assert_healthy();
+}
+
 #[test]
 fn tls_1_0_and_1_1_are_refused_and_alpn_is_http_1_1() {
     let dir = TempDir::new("pair");

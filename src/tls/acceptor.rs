@@ -36,16 +36,18 @@ impl Acceptor {
         to_kernel: bool,
     ) -> Result<Acceptor, String> {
         let current = Arc::new(Current(Mutex::new(pair)));
-        let provider = Arc::new(provider::provider());
+        let provider = Arc::new(provider::provider(to_kernel));
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
             .map_err(|_| "TLS: no protocol version left to offer".to_string())?
             .with_no_client_auth()
             .with_cert_resolver(current.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        // AES-128 first, whatever the client prefers (OpenSSL puts AES-256
-        // first): the kernel's TLS takes only AES-128, and without AES
-        // instructions (most router CPUs) it is the cheaper of the two.
+        // The server's order, whatever the client prefers (OpenSSL puts
+        // AES-256 first): AES-128, which the kernel's TLS takes and which
+        // costs less than AES-256 without AES instructions, or, where
+        // those are missing and the records stay in user space,
+        // ChaCha20-Poly1305 (`provider`).
         config.ignore_client_order = true;
         config.session_storage = ServerSessionMemoryCache::new(TLS_SESSIONS);
         config.ticketer = tickets;

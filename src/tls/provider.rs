@@ -3,15 +3,18 @@
 //! certificates never runs. Measured on the aarch64 build in the README
 //! (Dependencies).
 //!
-//! - Cipher suites: AES-GCM only, with 128- and 256-bit keys (TLS 1.3,
-//!   and TLS 1.2 with ECDHE for ECDSA and RSA keys). AES-256 costs 1 KiB:
-//!   ring's AES code serves both key sizes, and SHA-384 is there for P-384
-//!   keys already; a client whose policy allows only AES-256 connects.
-//!   AES-128 is listed first and the server's order wins
-//!   (`tls/acceptor.rs`): the kernel (kTLS) takes AES-128 connections
-//!   only. ChaCha20-Poly1305
-//!   is left out: it is 18 KiB, and clients without AES instructions still
-//!   do AES-GCM.
+//! - Cipher suites: AES-GCM, with 128- and 256-bit keys (TLS 1.3, and TLS
+//!   1.2 with ECDHE for ECDSA and RSA keys). AES-256 costs 1 KiB: ring's
+//!   AES code serves both key sizes, and SHA-384 is there for P-384 keys
+//!   already; a client whose policy allows only AES-256 connects. The
+//!   server's order wins (`tls/acceptor.rs`), AES-128 first: the kernel
+//!   (kTLS) takes AES-128 connections only.
+//! - ChaCha20-Poly1305 on MIPS and 32-bit ARM only, the CPUs without AES
+//!   instructions: there ring's AES-GCM is portable constant-time code (no
+//!   MIPS assembly at all), and ChaCha20 costs a fraction of it. First when
+//!   the records stay in user space; after AES-GCM when the kernel takes
+//!   them (its AES-GCM costs no copy to user space). 18 KiB, on those
+//!   builds only: x86_64 and aarch64 have AES instructions.
 //! - Key exchange: X25519 and P-256, which every browser offers; not P-384.
 //! - Keys: RSA and ECDSA (P-256, P-384), what certificate authorities
 //!   issue; not Ed25519, which browsers do not accept in certificates.
@@ -20,6 +23,7 @@
 
 use std::sync::Arc;
 
+use rustls::SupportedCipherSuite;
 use rustls::crypto::ring::{cipher_suite, kx_group, sign};
 use rustls::crypto::{
     CryptoProvider, GetRandomFailed, KeyProvider, SecureRandom, WebPkiSupportedAlgorithms,
@@ -27,16 +31,10 @@ use rustls::crypto::{
 use rustls::pki_types::PrivateKeyDer;
 use rustls::sign::SigningKey;
 
-pub fn provider() -> CryptoProvider {
+/// `to_kernel`: the kernel takes the records of AES-128-GCM connections.
+pub fn provider(to_kernel: bool) -> CryptoProvider {
     CryptoProvider {
-        cipher_suites: vec![
-            cipher_suite::TLS13_AES_128_GCM_SHA256,
-            cipher_suite::TLS13_AES_256_GCM_SHA384,
-            cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-            cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-            cipher_suite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-            cipher_suite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-        ],
+        cipher_suites: suites(to_kernel),
         kx_groups: vec![kx_group::X25519, kx_group::SECP256R1],
         signature_verification_algorithms: WebPkiSupportedAlgorithms {
             all: &[],
@@ -44,6 +42,37 @@ pub fn provider() -> CryptoProvider {
         },
         secure_random: &Random,
         key_provider: &Keys,
+    }
+}
+
+fn aes_gcm() -> [SupportedCipherSuite; 6] {
+    [
+        cipher_suite::TLS13_AES_128_GCM_SHA256,
+        cipher_suite::TLS13_AES_256_GCM_SHA384,
+        cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        cipher_suite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        cipher_suite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+    ]
+}
+
+/// The suites in the server's order.
+#[cfg(not(any(target_arch = "mips", target_arch = "arm")))]
+fn suites(_to_kernel: bool) -> Vec<SupportedCipherSuite> {
+    aes_gcm().to_vec()
+}
+
+#[cfg(any(target_arch = "mips", target_arch = "arm"))]
+fn suites(to_kernel: bool) -> Vec<SupportedCipherSuite> {
+    let chacha = [
+        cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+        cipher_suite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        cipher_suite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    ];
+    if to_kernel {
+        [&aes_gcm()[..], &chacha].concat()
+    } else {
+        [&chacha[..], &aes_gcm()].concat()
     }
 }
 

@@ -1,5 +1,5 @@
 //! TLS session tickets, sealed with AES-128-GCM (rustls's ring ticketer
-//! uses ChaCha20-Poly1305, which this build leaves out for size: see
+//! uses ChaCha20-Poly1305, which most builds leave out for size: see
 //! `provider`). A ticket is its key's name, a random nonce and the sealed
 //! session state with its tag.
 //!
