@@ -924,7 +924,11 @@ impl Conn {
             } => {
                 let part = usize::try_from(offset)
                     .ok()
-                    .zip(usize::try_from(offset + len).ok())
+                    .zip(
+                        offset
+                            .checked_add(len)
+                            .and_then(|end| usize::try_from(end).ok()),
+                    )
                     .and_then(|(from, to)| bytes.get(from..to))
                     .ok_or(End::Io)?;
                 self.sock.send_both(out, part).await

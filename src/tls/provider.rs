@@ -13,8 +13,9 @@
 //!   instructions: there ring's AES-GCM is portable constant-time code (no
 //!   MIPS assembly at all), and ChaCha20 costs a fraction of it. First when
 //!   the records stay in user space; after AES-GCM when the kernel takes
-//!   them (its AES-GCM costs no copy to user space). 18 KiB, on those
-//!   builds only: x86_64 and aarch64 have AES instructions.
+//!   them (its AES-GCM costs no copy to user space). On those builds
+//!   only: x86_64 and aarch64 have AES instructions, and the code is
+//!   flash.
 //! - Key exchange: X25519 and P-256, which every browser offers; not P-384.
 //! - Keys: RSA and ECDSA (P-256, P-384), what certificate authorities
 //!   issue; not Ed25519, which browsers do not accept in certificates.
