@@ -263,6 +263,9 @@ https_pass() { # https_pass SERVER SECONDS
 	idle_rss "$1" _tls
 	PEAK=0
 	run_s_time "$1" handshake_ec $(($2 * 3))
+	# The suite each server picks from what OpenSSL offers (the load generators are OpenSSL too).
+	emit "$1 suite name=$(openssl s_client -connect "127.0.0.1:$PORT" </dev/null 2>/dev/null |
+		sed -n 's/.*Cipher is \([^ ]*\).*/\1/p' | head -n 1)"
 	run_ab "$1" tls_small_ka "-k -c 1" /index.html "$2"
 	stop
 	start "$1" https rsa || { emit "$1 start_rsa failed=error"; return 1; }

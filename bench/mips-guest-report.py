@@ -179,6 +179,13 @@ def detail(fig, mode):
         row(f"{TEST_NAMES[t]}, {unit}", t, "rps", "{:.2f}" if t.startswith("handshake") else "{:.1f}")
         row(f"{TEST_NAMES[t]}, server CPU ms per {'handshake' if t.startswith('handshake') else 'request'}",
             t, "cpu_ms", "{:.2f}")
+    names = []
+    for s in servers:
+        got = [r["kv"].get("name") for r in fig.rows
+               if r["mode"] == mode and r["server"] == s and r["test"] == "suite" and r["round"] > 0]
+        names.append(f"`{got[0]}`" if got and got[0] else "")
+    if any(names):
+        out.append("| TLS suite chosen from OpenSSL's offer | " + " | ".join(names) + " |")
     row("RSS idle, kB", "rss", "idle_kb", "{:,.0f}")
     row("RSS peak (HTTP tests), kB", "rss", "peak_kb", "{:,.0f}")
     row("RSS idle over HTTPS, kB", "rss_tls", "idle_kb", "{:,.0f}")
