@@ -1322,3 +1322,80 @@ fn the_kernel_tls_mode_is_logged_once_at_start() {
         "{log}"
     );
 }
+
+/// Counts the TLS records that arrive on a connection, by content type.
+struct Records {
+    tcp: TcpStream,
+    /// Bytes of the current record's header seen, and of its payload left.
+    header: Vec<u8>,
+    left: usize,
+    application_data: usize,
+}
+
+impl Read for Records {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.tcp.read(buf)?;
+        let mut rest = &buf[..n];
+        while !rest.is_empty() {
+            if self.left > 0 {
+                let skip = self.left.min(rest.len());
+                self.left -= skip;
+                rest = &rest[skip..];
+                continue;
+            }
+            self.header.push(rest[0]);
+            rest = &rest[1..];
+            if self.header.len() == 5 {
+                if self.header[0] == 23 {
+                    self.application_data += 1;
+                }
+                self.left = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
+                self.header.clear();
+            }
+        }
+        Ok(n)
+    }
+}
+
+impl Write for Records {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.tcp.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.tcp.flush()
+    }
+}
+
+/// A small file kept in memory is sent with its head in one write: one
+/// record, whether rustls or the kernel makes it (TLS 1.2, whose tickets
+/// come within the handshake, so every record after it is the answer's).
+#[test]
+fn a_small_file_and_its_head_go_out_in_one_record() {
+    let dir = TempDir::new("pair");
+    let root = TempDir::new("tlsroot");
+    root.write("index.html", "hello\n");
+    root.write("page.html", "x".repeat(1400));
+    let t = Tls::start_in(root, &make_pair(&dir, "device"), &[]);
+    let config = client_config_for(&t.ca, &[&rustls::version::TLS12]);
+    let tcp = TcpStream::connect(("127.0.0.1", t.port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let counted = Records {
+        tcp,
+        header: Vec::new(),
+        left: 0,
+        application_data: 0,
+    };
+    let name = ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(config, name).unwrap();
+    let mut c = rustls::StreamOwned::new(conn, counted);
+    while c.conn.is_handshaking() {
+        c.conn.complete_io(&mut c.sock).unwrap();
+    }
+    assert_eq!(c.sock.application_data, 0, "no data before the request");
+    c.write_all(b"GET /page.html HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut c, false).unwrap();
+    assert_eq!((r.status, r.body.len()), (200, 1400));
+    assert_eq!(c.sock.application_data, 1, "records of the answer");
+    t.server.assert_healthy();
+}

@@ -109,14 +109,24 @@ impl Sock {
 
     /// Sends a head and a body kept elsewhere (a cached file, a shared page)
     /// in one system call, without copying the body next to the head: on a
-    /// router's CPU a copy of a few KiB costs more than the call.
-    pub async fn send_both(&self, mut head: &[u8], mut body: &[u8]) -> Result<(), End> {
+    /// router's CPU a copy of a few KiB costs more than the call. Encrypted
+    /// here (rustls), a body that fits goes into the head's record: a
+    /// record costs more than the copy.
+    // Only the TLS build grows the head.
+    #[cfg_attr(not(feature = "tls"), allow(clippy::ptr_arg))]
+    pub async fn send_both(&self, head: &mut Vec<u8>, mut body: &[u8]) -> Result<(), End> {
         #[cfg(feature = "tls")]
         if let Records::User { tls, .. } = &self.records {
-            self.encrypt(tls, head).await?;
-            self.encrypt(tls, body).await?;
+            if head.len() + body.len() <= crate::limits::TLS_CHUNK {
+                head.extend_from_slice(body);
+                self.encrypt(tls, head).await?;
+            } else {
+                self.encrypt(tls, head).await?;
+                self.encrypt(tls, body).await?;
+            }
             return self.flush(tls).await;
         }
+        let mut head = &head[..];
         while !head.is_empty() {
             let both = [IoSlice::new(head), IoSlice::new(body)];
             match self

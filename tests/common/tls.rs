@@ -65,13 +65,21 @@ pub fn make_pair(dir: &TempDir, name: &str) -> Pair {
 /// A rustls client trusting only the certificates in `ca`, offering
 /// `http/1.1`.
 pub fn client_config(ca: &Path) -> Arc<rustls::ClientConfig> {
+    client_config_for(ca, rustls::DEFAULT_VERSIONS)
+}
+
+/// `client_config`, offering only `versions`.
+pub fn client_config_for(
+    ca: &Path,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(ca).unwrap() {
         roots.add(cert.unwrap()).unwrap();
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
