@@ -17,7 +17,7 @@
 # OUT/build/debs, and unpacked into OUT/build/sysroot; the mipsel
 # architecture is added to dpkg for that and removed again), and OUT/root
 # is a root for a mipsel guest but for its shell and init: the stack and
-# those libraries with glibc. board/openwrt/luci-guest.sh boots it.
+# those libraries with glibc. bench/luci-guest.sh boots it.
 #
 # SRC holds one source tree per project: libubox ubus uci ucode rpcd
 # lucihttp cgi-io uhttpd, iwinfo (only its include/ is used), luci (a
