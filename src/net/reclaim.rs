@@ -36,10 +36,13 @@ struct Table {
     next: Cell<u64>,
     /// Counts the answers started, to order the connections sending them.
     started: Cell<u64>,
-    /// Every connection, in the order they came.
-    entries: RefCell<Vec<Entry>>,
-    /// Connections with no request under way, oldest first.
-    idle: RefCell<VecDeque<u64>>,
+    /// Every connection, at the slot its place holds: a change (several
+    /// per request) finds its entry without a search.
+    entries: RefCell<Vec<Option<Entry>>>,
+    /// Slots given back, for the next connections.
+    free: RefCell<Vec<usize>>,
+    /// The slots of connections with no request under way, oldest first.
+    idle: RefCell<VecDeque<usize>>,
     /// Clients with connections, those asked to close left out.
     held: RefCell<Vec<Held>>,
     /// The most connections one client holds.
@@ -61,10 +64,12 @@ struct Held {
 }
 
 struct Entry {
+    /// The order connections came in.
     id: u64,
     client: Client,
     doing: Doing,
-    /// When (in `Table::started`'s count) it began sending its answer.
+    /// When (in `Table::started`'s count) it began sending its answer;
+    /// only read while it is.
     since: u64,
     asked: bool,
 }
@@ -95,7 +100,7 @@ pub struct Place(Watch);
 #[derive(Clone)]
 pub struct Watch {
     table: Rc<Table>,
-    id: u64,
+    slot: usize,
 }
 
 /// The client already holds its share.
@@ -108,6 +113,7 @@ impl Reclaim {
             next: Cell::new(0),
             started: Cell::new(0),
             entries: RefCell::default(),
+            free: RefCell::default(),
             idle: RefCell::default(),
             held: RefCell::default(),
             share: Cell::new(share.max(1)),
@@ -141,12 +147,23 @@ impl Reclaim {
             asked: false,
         };
         t.tally(&entry, true);
-        t.entries.borrow_mut().push(entry);
-        t.idle.borrow_mut().push_back(id);
+        let mut entries = t.entries.borrow_mut();
+        let slot = match t.free.borrow_mut().pop() {
+            Some(slot) => {
+                entries[slot] = Some(entry);
+                slot
+            }
+            None => {
+                entries.push(Some(entry));
+                entries.len() - 1
+            }
+        };
+        drop(entries);
+        t.idle.borrow_mut().push_back(slot);
         t.entered.notify_all();
         Ok(Place(Watch {
             table: t.clone(),
-            id,
+            slot,
         }))
     }
 
@@ -164,16 +181,16 @@ impl Reclaim {
     /// none may be asked.
     pub fn ask_one(&self) -> bool {
         let t = &self.0;
-        let id = t
+        let slot = t
             .idle
             .borrow_mut()
             .pop_front()
             .or_else(|| t.busiest_sender())
             .or_else(|| t.longest_sender());
-        let Some(id) = id else {
+        let Some(slot) = slot else {
             return false;
         };
-        t.change(id, |e| e.asked = true);
+        t.change(slot, |e| e.asked = true);
         t.wake.notify_all();
         true
     }
@@ -192,6 +209,18 @@ impl Table {
     fn tally(&self, e: &Entry, up: bool) {
         if let Some(sending) = e.counted() {
             self.count(e.client, usize::from(sending), up);
+        }
+    }
+
+    /// One of `client`'s counted connections started (or stopped) sending.
+    fn resend(&self, client: Client, sending: bool) {
+        let mut held = self.held.borrow_mut();
+        if let Some(h) = held.iter_mut().find(|h| h.client == client) {
+            if sending {
+                h.sending += 1;
+            } else {
+                h.sending -= 1;
+            }
         }
     }
 
@@ -221,32 +250,45 @@ impl Table {
     /// Changes entry `id`, keeping the counts true; what `f` returns.
     /// Most changes (a request starting, an answer ending) leave the
     /// counts as they are: those cost no search of the clients.
-    fn change<R>(&self, id: u64, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
-        self.with(id, |e| {
+    fn change<R>(&self, slot: usize, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+        self.with(slot, |e| {
             let before = e.counted();
             let r = f(e);
             let after = e.counted();
-            if after != before {
-                if let Some(sending) = before {
-                    self.count(e.client, usize::from(sending), false);
-                }
-                if let Some(sending) = after {
-                    self.count(e.client, usize::from(sending), true);
+            match (before, after) {
+                _ if after == before => {}
+                // Still counted, only sending or not: one search, and the
+                // client's entry is neither removed nor pushed again.
+                (Some(_), Some(sending)) => self.resend(e.client, sending),
+                _ => {
+                    if let Some(sending) = before {
+                        self.count(e.client, usize::from(sending), false);
+                    }
+                    if let Some(sending) = after {
+                        self.count(e.client, usize::from(sending), true);
+                    }
                 }
             }
             r
         })
     }
 
-    fn with<R>(&self, id: u64, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+    fn with<R>(&self, slot: usize, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
         let mut entries = self.entries.borrow_mut();
-        let i = entries.binary_search_by_key(&id, |e| e.id).ok()?;
-        Some(f(&mut entries[i]))
+        entries.get_mut(slot)?.as_mut().map(f)
+    }
+
+    /// The slots in use, with their entries.
+    fn each(entries: &[Option<Entry>]) -> impl Iterator<Item = (usize, &Entry)> {
+        entries
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, e)| Some((slot, e.as_ref()?)))
     }
 
     /// The oldest connection sending an answer of the client that holds
     /// the most connections, if it holds more than one.
-    fn busiest_sender(&self) -> Option<u64> {
+    fn busiest_sender(&self) -> Option<usize> {
         let client = {
             let held = self.held.borrow();
             let most = held
@@ -256,22 +298,21 @@ impl Table {
             most.client
         };
         let entries = self.entries.borrow();
-        entries
-            .iter()
-            .find(|e| e.client == client && e.doing == Doing::Sending && !e.asked)
-            .map(|e| e.id)
+        Table::each(&entries)
+            .filter(|(_, e)| e.client == client && e.doing == Doing::Sending && !e.asked)
+            .min_by_key(|(_, e)| e.id)
+            .map(|(slot, _)| slot)
     }
 }
 
 impl Table {
     /// The connection sending its answer longest, whoever holds it.
-    fn longest_sender(&self) -> Option<u64> {
+    fn longest_sender(&self) -> Option<usize> {
         let entries = self.entries.borrow();
-        entries
-            .iter()
-            .filter(|e| e.doing == Doing::Sending && !e.asked)
-            .min_by_key(|e| e.since)
-            .map(|e| e.id)
+        Table::each(&entries)
+            .filter(|(_, e)| e.doing == Doing::Sending && !e.asked)
+            .min_by_key(|(_, e)| e.since)
+            .map(|(slot, _)| slot)
     }
 }
 
@@ -281,41 +322,50 @@ impl Place {
         let t = &self.0.table;
         let was = self.0.doing(Doing::Idle);
         if was != Some(Doing::Idle) {
-            t.idle.borrow_mut().push_back(self.0.id);
+            t.idle.borrow_mut().push_back(self.0.slot);
             t.entered.notify_all();
         }
     }
 
     /// A request under way; one asked to close while idle goes on.
     pub fn busy(&self) {
-        let t = &self.0.table;
-        if self.0.doing(Doing::Busy) == Some(Doing::Idle) {
-            // From the back: a connection busy again was usually idle briefly.
-            let mut idle = t.idle.borrow_mut();
-            if let Some(i) = idle.iter().rposition(|&id| id == self.0.id) {
-                idle.remove(i);
-            }
-        }
-        let unasked = t.change(self.0.id, |e| std::mem::replace(&mut e.asked, false));
-        if unasked == Some(true) {
-            t.left.notify_all();
-        }
+        self.start(Doing::Busy, 0);
     }
 
     /// Sending a static answer: may be asked to close if the client holds
     /// the most connections.
     pub fn sending(&self) {
-        self.busy();
         let t = &self.0.table;
         let since = t.started.get() + 1;
         t.started.set(since);
-        t.change(self.0.id, |e| {
-            e.doing = Doing::Sending;
-            e.since = since;
-        });
+        self.start(Doing::Sending, since);
         t.entered.notify_all();
     }
 
+    /// One change of the entry per request, as this runs on every one.
+    fn start(&self, now: Doing, since: u64) {
+        let t = &self.0.table;
+        let Some((was, unasked)) = t.change(self.0.slot, |e| {
+            e.since = since;
+            let was = std::mem::replace(&mut e.doing, now);
+            (was, std::mem::replace(&mut e.asked, false))
+        }) else {
+            return;
+        };
+        if was == Doing::Idle {
+            // From the back: a connection busy again was usually idle briefly.
+            let mut idle = t.idle.borrow_mut();
+            if let Some(i) = idle.iter().rposition(|&s| s == self.0.slot) {
+                idle.remove(i);
+            }
+        }
+        if unasked {
+            t.left.notify_all();
+        }
+    }
+
+    /// For use while this place lives: its slot goes to another
+    /// connection after.
     pub fn watch(&self) -> Watch {
         self.0.clone()
     }
@@ -330,14 +380,14 @@ impl Watch {
     /// Sets what the connection does; what it did.
     fn doing(&self, now: Doing) -> Option<Doing> {
         self.table
-            .change(self.id, |e| std::mem::replace(&mut e.doing, now))
+            .change(self.slot, |e| std::mem::replace(&mut e.doing, now))
     }
 
     /// Resolves when the connection is asked to close.
     pub async fn asked(&self) {
         loop {
             let woken = self.table.wake.notified();
-            if self.table.with(self.id, |e| e.asked) != Some(false) {
+            if self.table.with(self.slot, |e| e.asked) != Some(false) {
                 return;
             }
             woken.await;
@@ -349,15 +399,16 @@ impl Drop for Place {
     fn drop(&mut self) {
         let t = &self.0.table;
         let mut idle = t.idle.borrow_mut();
-        if let Some(i) = idle.iter().rposition(|&id| id == self.0.id) {
+        if let Some(i) = idle.iter().rposition(|&s| s == self.0.slot) {
             idle.remove(i);
         }
         drop(idle);
-        let gone = {
-            let mut entries = t.entries.borrow_mut();
-            let i = entries.binary_search_by_key(&self.0.id, |e| e.id).ok();
-            i.map(|i| entries.remove(i))
-        };
+        let gone = t
+            .entries
+            .borrow_mut()
+            .get_mut(self.0.slot)
+            .and_then(Option::take);
+        t.free.borrow_mut().push(self.0.slot);
         if let Some(e) = gone {
             t.tally(&e, false);
             if e.asked {
@@ -376,7 +427,7 @@ mod tests {
     }
 
     fn asked(p: &Place) -> bool {
-        p.0.table.with(p.0.id, |e| e.asked).unwrap_or(false)
+        p.0.table.with(p.0.slot, |e| e.asked).unwrap_or(false)
     }
 
     #[test]
@@ -434,7 +485,8 @@ mod tests {
         many[0].idle();
         drop((own, many));
         assert!(q.0.held.borrow().is_empty(), "every count given back");
-        assert!(q.0.entries.borrow().is_empty() && q.0.idle.borrow().is_empty());
+        assert!(Table::each(&q.0.entries.borrow()).next().is_none());
+        assert!(q.0.idle.borrow().is_empty());
     }
 
     #[test]
