@@ -466,7 +466,7 @@ if [ -z "$UP" ] || [ ! -x "$UP/bin/ucode" ]; then
 else
 	cat >"$TMP/handler.uc" <<'EOF_UC'
 {%
-import { open } from 'fs';
+import { open, stat } from 'fs';
 let loads = open(ARGV[1] + '.loads', 'a');
 loads.write('loaded\n');
 loads.close();
@@ -476,7 +476,18 @@ global.handle_request = function(env) {
 	while ((chunk = uhttpd.recv(4)) != null)
 		body += chunk;
 	served++;
-	uhttpd.send('Status: 200 OK\r\nContent-Type: text/plain\r\n\r\n');
+	// The head in pieces, the way LuCI writes it.
+	for (let piece in ['Status: ', 200, ' ', 'OK', '\r\n', 'Content-Type', ': ', 'text/plain', '\r\n', '\r\n'])
+		uhttpd.send(piece);
+	// A body that streams: its second piece waits for a file the test
+	// makes once the first has reached the client (at most 10 s).
+	if (env.PATH_INFO == '/stream') {
+		uhttpd.send('first\n');
+		for (let i = 0; i < 1000 && !stat(env.QUERY_STRING); i++)
+			sleep(10);
+		uhttpd.send('second\n');
+		return;
+	}
 	uhttpd.send(`${env.REQUEST_METHOD} ${env.SCRIPT_NAME} ${env.PATH_INFO} ${env.QUERY_STRING} ${env.HTTP_VERSION}\n`);
 	uhttpd.sendc(`cookie=${env.headers.cookie} body=${body} served=${served}\n`);
 	uhttpd.send(`${uhttpd.urlencode('a b/~')} ${uhttpd.urldecode('a%20b')}\n`);
@@ -510,6 +521,18 @@ a%20b%2f~ a b" ]
 		has_all "$out" "POST /cgi-bin/luci null" "body=luci_username=root&luci_password=x served=1"
 	out=$(curl -s -H 'Transfer-Encoding: chunked' -d 'abc' "http://127.0.0.1:$P1/cgi-bin/luci/c")
 	check "a chunked POST body, with its length" has_all "$out" "body=abc served=1"
+	curl -sN "http://127.0.0.1:$P1/cgi-bin/luci/stream?$TMP/streamed" >"$TMP/stream.out" &
+	streamer=$!
+	_n=100
+	while [ "$_n" -gt 0 ] && [ "$(cat "$TMP/stream.out")" != first ]; do
+		sleep 0.1
+		_n=$((_n - 1))
+	done
+	check "a body's first piece reaches the client while the handler is still running" \
+		[ "$(cat "$TMP/stream.out")" = first ]
+	touch "$TMP/streamed"
+	wait "$streamer"
+	check "and the rest after it" [ "$(cat "$TMP/stream.out")" = "$(printf 'first\nsecond')" ]
 	check "the handler compiled and run once, each request in a fork of it" \
 		[ "$(cat "$TMP/handler.uc.loads" 2>/dev/null)" = loaded ]
 	fd_count() { set -- "/proc/$1/fd/"*; echo $#; }

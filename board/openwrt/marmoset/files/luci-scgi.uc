@@ -60,11 +60,45 @@ function send_all(data) {
 	return sent;
 }
 
+// The CGI head a handler sends in pieces (LuCI sends each header field as
+// four) goes out in one write once it ends: every write costs a system call
+// on a router's CPU and may wake the server for a few bytes. The body goes
+// out as it comes, so a handler that streams is not held back.
+let head = '';
+let head_sent = false;
+
 function send(value) {
 	if (value == null)
 		return 0;
 
-	return send_all(type(value) == 'string' ? value : '' + value);
+	let data = type(value) == 'string' ? value : '' + value;
+
+	if (head_sent)
+		return send_all(data);
+
+	head += data;
+
+	// Only the end can hold the blank line that ends the head.
+	let tail = substr(head, -(length(data) + 3));
+
+	if (index(tail, '\r\n\r\n') < 0 && index(tail, '\n\n') < 0)
+		return length(data);
+
+	head_sent = true;
+
+	let whole = head;
+
+	head = '';
+
+	return send_all(whole) == length(whole) ? length(data) : 0;
+}
+
+// A head that never ended (the server then answers 502), at the end.
+function flush() {
+	if (length(head))
+		send_all(head);
+
+	head = '';
 }
 
 // uhttpd reads at most 8192 bytes unless asked for another length; the
@@ -281,6 +315,8 @@ function serve() {
 	catch (e) {
 		fail_with(e);
 	}
+
+	flush();
 }
 
 // The handler runs once, here: what it imports is compiled now, and what a
