@@ -292,7 +292,8 @@ fn a_lower_limit_applies_to_the_connections_held_before_the_reload() {
     eprintln!("{} connections made, {open} sockets open", held.len());
     assert!(
         open <= lower + 2,
-        "{open} sockets open, over the new limit of {lower}"
+        "{open} sockets open, over the new limit of {lower}; the server's log:\n{}",
+        s.log_text()
     );
     drop(held);
     s.assert_healthy();

@@ -179,10 +179,11 @@ def main():
         bursts = per_request(c, d, 200)
         show("bursts after idle", bursts)
         # Start-up's own futex calls (the reactor thread going to sleep)
-        # differ by a few between two runs; a hand-off costs two a burst at
-        # the least, twenty here.
+        # differ by a few between two runs, more on a loaded machine (4
+        # seen under qemu-user); a hand-off costs two a burst at the least,
+        # twenty here: half that is a hand-off, not start-up's noise.
         handoffs = sum(d[n] - c[n] for n in HANDOFFS)
-        if handoffs > 3:
+        if handoffs >= 10:
             failures.append(f"{handoffs} futex calls in 10 bursts: work handed across threads")
         if not args.runner:
             # strace names the thread of each call: the other threads' calls
