@@ -247,7 +247,7 @@ impl Table {
         }
     }
 
-    /// Changes entry `id`, keeping the counts true; what `f` returns.
+    /// Changes the entry at `slot`, keeping the counts true; what `f` returns.
     /// Most changes (a request starting, an answer ending) leave the
     /// counts as they are: those cost no search of the clients.
     fn change<R>(&self, slot: usize, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
