@@ -131,6 +131,24 @@ fn one_address_holds_only_its_share_of_the_connections() {
     s.assert_healthy();
 }
 
+/// The device's own address (127.0.0.1) holds more than a client's
+/// share: a tunnel or a local front end speaks for many users. Each
+/// connection is answered twice, so none was closed at its accept.
+#[test]
+fn the_device_itself_holds_more_than_a_share() {
+    let s = server(&[]);
+    let ask = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+    let mut held: Vec<TcpStream> = (0..SHARE * 2 + 4).map(|_| s.connect()).collect();
+    for round in 0..2 {
+        for (i, c) in held.iter_mut().enumerate() {
+            c.write_all(ask).unwrap();
+            let answer = read_response(c, false).map(|r| r.status);
+            assert_eq!(answer, Some(200), "connection {i}, request {round}");
+        }
+    }
+    s.assert_healthy();
+}
+
 /// Addresses that together ask for more than the limit, each within its
 /// share, every connection busy: at the limit the server closes one of
 /// the busiest client's, and the owner is served.

@@ -81,6 +81,13 @@ impl Client {
     pub fn net(&self) -> Net {
         self.net
     }
+
+    /// The device itself, at the address its programs connect from
+    /// unless told otherwise (127.0.0.1, ::1): a tunnel, a local front end
+    /// or a load test, each speaking for many users.
+    pub fn is_this_host(&self) -> bool {
+        self.id == THIS_HOST_V4 || self.id == THIS_HOST_V6
+    }
 }
 
 impl fmt::Display for Client {
@@ -99,6 +106,15 @@ const NET_V4: u8 = 96 + 24;
 const LINK_LOCAL: Net = Net {
     bits: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
     len: 10,
+};
+
+const THIS_HOST_V4: Net = Net {
+    bits: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1],
+    len: 128,
+};
+const THIS_HOST_V6: Net = Net {
+    bits: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    len: 128,
 };
 
 /// The networks of the server's own links, read from its interfaces at
@@ -166,7 +182,8 @@ impl OnLink {
             }
             IpAddr::V6(a) => {
                 let a = u128::from(a);
-                if LINK_LOCAL.contains(a) {
+                // Link-local, or ::1 (which is never off-link).
+                if LINK_LOCAL.contains(a) || a == 1 {
                     return Client {
                         id: Net::new(a, 128),
                         net: Net::new(a, SITE_V6),
@@ -277,6 +294,15 @@ mod tests {
         // IPv4 addresses are whole: neighbours are other clients.
         assert_ne!(client("10.0.0.2"), client("10.0.0.3"));
         assert_eq!(client("10.0.0.2").net().to_string(), "10.0.0.0/24");
+    }
+
+    #[test]
+    fn only_the_hosts_own_loopback_addresses_are_this_host() {
+        let links = OnLink::default();
+        let at = |s: &str| links.client(s.parse().unwrap()).is_this_host();
+        assert!(at("127.0.0.1") && at("::ffff:127.0.0.1") && at("::1"));
+        assert!(!at("127.0.0.2") && !at("::2") && !at("192.168.1.1"));
+        assert_eq!(links.client("::1".parse().unwrap()).to_string(), "::1");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The connections of a worker, which client holds each and what each is
 //! doing, so that one client cannot hold them all: a client (an IPv4
-//! address, or an IPv6 /64) holds at most its share of them, and at the
-//! connection limit a new client makes room by asking one to close:
+//! address, or an IPv6 /64) holds at most its share of them (the device
+//! itself excepted, at 127.0.0.1 or ::1: a tunnel or a local front end
+//! speaks for many users), and at the connection limit a new client makes
+//! room by asking one to close:
 //!
 //! 1. the connection waiting longest with no request under way (still in
 //!    its TLS handshake, waiting for a request or receiving its head), as
@@ -134,7 +136,7 @@ impl Reclaim {
     /// holds its share.
     pub fn enter(&self, client: Client) -> Result<Place, AtShare> {
         let t = &self.0;
-        if t.holding(client) >= t.share.get() {
+        if !client.is_this_host() && t.holding(client) >= t.share.get() {
             return Err(AtShare);
         }
         let id = t.next.get();
@@ -459,6 +461,9 @@ mod tests {
         let one = q.enter(a).unwrap();
         assert!(q.enter(a).is_err(), "the new share");
         drop(one);
+        let device = client("127.0.0.1");
+        let held: Vec<_> = (0..3).filter_map(|_| q.enter(device).ok()).collect();
+        assert_eq!(held.len(), 3, "the device itself has no share");
     }
 
     #[test]
