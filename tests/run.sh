@@ -124,7 +124,7 @@ stage_init() {
 # scripts/feeds, make defconfig and its check (OPENWRT_DIR,
 # OPENWRT_PACKAGES_DIR; OPENWRT_LUCI_DIR for LuCI without uhttpd). The
 # init stage runs the uhttpd init script under OpenWrt's rc.common when
-# OPENWRT_DIR is set. The Buildroot and Yocto trees come from
+# OPENWRT_DIR and OPENWRT_STACK_DIR are set. The Buildroot and Yocto trees come from
 # ../shared/upstream (or BUILDROOT_DIR, OE_CORE_DIR, BITBAKE_DIR).
 stage_packaging() {
 	part tests/packaging/buildroot.sh

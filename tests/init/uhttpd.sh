@@ -11,8 +11,8 @@
 #     over real sockets: HTTP, HTTPS with uhttpd's DER certificate,
 #     redirect_https, a certificate made from the `cert` section, a CGI;
 #  3. with OPENWRT_DIR (an OpenWrt tree) and OPENWRT_STACK_DIR (OpenWrt's
-#     uci and jshn already built for this machine: prefix/usr/bin/{uci,jshn},
-#     src/libubox/sh/jshn.sh): the script run as `/etc/init.d/uhttpd start`
+#     web stack built for this machine by board/openwrt/stack.sh, whose
+#     uci, jshn and jshn.sh are used): the script run as `/etc/init.d/uhttpd start`
 #     under OpenWrt's own rc.common, functions.sh, uci.sh, procd.sh and
 #     jshn.sh in a chroot, then the marmoset packages' /etc/init.d/marmoset
 #     the same way; only `ubus` (procd's end) is a stand-in recording the
@@ -456,13 +456,15 @@ check "redirect_https '1': 308 to https with the TLS port" \
 check "redirect_https '1': HTTPS serves" [ "$(curl -sk "https://127.0.0.1:$P2/")" = hello ]
 stop
 
-# The warm handler for real, with UCODE_PREFIX (ucode built for this
-# machine: bin/ucode, lib/libucode.so, lib/ucode/{fs,socket,uloop}.so): a
-# stand-in for LuCI's handler, through luci-scgi.uc as the mapping starts
-# it, and the server started from the config the script made.
-UP=${UCODE_PREFIX:-}
-if [ -z "$UP" ] || [ ! -x "$UP/bin/ucode" ]; then
-	skip "no ucode (set UCODE_PREFIX): luci-scgi.uc not run"
+# The warm handler for real, with OPENWRT_STACK_DIR (board/openwrt/stack.sh's
+# output for this machine: root/bin/ucode and uhttpd, their libraries and
+# ucode's modules in root/usr/lib): a stand-in for LuCI's handler, through
+# luci-scgi.uc as the mapping starts it, and the server started from the
+# config the script made.
+ST=${OPENWRT_STACK_DIR:-}
+SR=${ST:+$ST/root}
+if [ -z "$SR" ] || [ ! -x "$SR/bin/ucode" ]; then
+	skip "no ucode (set OPENWRT_STACK_DIR; board/openwrt/stack.sh builds one): luci-scgi.uc not run"
 else
 	cat >"$TMP/handler.uc" <<'EOF_UC'
 {%
@@ -494,16 +496,19 @@ global.handle_request = function(env) {
 };
 %}
 EOF_UC
-	mkdir -p "$UP/lib/ucode"
+	# The stack's ucode looks for its modules in /usr/lib/ucode, where the
+	# router has them: here they are in the stack's root.
+	printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/usr/lib exec %s/bin/ucode -L %s/usr/lib/ucode "$@"\n' "$SR" "$SR" "$SR" >"$TMP/ucode"
+	chmod 755 "$TMP/ucode"
 	P1=$(free_port) P2=$(free_port)
 	default_uci "$TMP/u.uci" "$P1" "$P2"
 	sed -i "s|/cgi-bin/luci=/usr/share/ucode/luci/uhttpd.uc|/cgi-bin/luci=$TMP/handler.uc|" "$TMP/u.uci"
-	UCODE=$UP/bin/ucode UCODE_LIB=$UP/lib/ucode run sh "$TMP/u.uci"
+	UCODE=$TMP/ucode UCODE_LIB=$SR/usr/lib/ucode run sh "$TMP/u.uci"
 	# The instance as procd would start it. The handler counts its loads in
 	# a file beside it (ARGV[1] is its path while it loads).
 	set --
 	while IFS= read -r a; do set -- "$@" "$a"; done <"$TMP/rec.cmd.main-ucode1"
-	LD_LIBRARY_PATH=$UP/lib "$@" 2>>"$TMP/ucode.log" &
+	"$@" 2>>"$TMP/ucode.log" &
 	handler=$!
 	pids="$pids $handler"
 	"$BIN" --config "$TMP/conf/uhttpd-main.conf" 2>>"$TMP/server.log" &
@@ -555,7 +560,7 @@ a%20b%2f~ a b" ]
 	# Against uhttpd's own ucode_prefix, when it was built there too: one
 	# handler printing what it is given, through both. Marmoset's own CGI
 	# variables (those uhttpd does not set) and the ports differ.
-	if [ -x "$UP/bin/uhttpd" ]; then
+	if [ -x "$SR/bin/uhttpd" ]; then
 		cat >"$TMP/dump.uc" <<'EOF_UC'
 {%
 global.handle_request = function(env) {
@@ -574,10 +579,10 @@ global.handle_request = function(env) {
 %}
 EOF_UC
 		P3=$(free_port) P4=$(free_port)
-		LD_LIBRARY_PATH=$UP/lib "$UP/bin/uhttpd" -f -h "$TMP/www" -p "127.0.0.1:$P3" \
+		LD_LIBRARY_PATH=$SR/usr/lib "$SR/bin/uhttpd" -f -h "$TMP/www" -p "127.0.0.1:$P3" \
 			-o /cgi-bin/luci -O "$TMP/dump.uc" 2>>"$TMP/uhttpd.log" &
 		pids="$pids $!"
-		LD_LIBRARY_PATH=$UP/lib "$UP/bin/ucode" "$scgi_prog" "$TMP/dump.sock" "$TMP/dump.uc" 2>>"$TMP/ucode.log" &
+		"$TMP/ucode" "$scgi_prog" "$TMP/dump.sock" "$TMP/dump.uc" 2>>"$TMP/ucode.log" &
 		pids="$pids $!"
 		"$BIN" --listen "127.0.0.1:$P4" --root "$TMP/www" --scgi "/cgi-bin/luci unix:$TMP/dump.sock" \
 			2>>"$TMP/server.log" &
@@ -601,18 +606,17 @@ EOF_UC
 			diff "$TMP/dump.$P3" "$TMP/dump.mine" | sed 's/^/     /'
 		stop
 	else
-		skip "no uhttpd in UCODE_PREFIX: luci-scgi.uc not compared with uhttpd's ucode_prefix"
+		skip "no uhttpd in OPENWRT_STACK_DIR: luci-scgi.uc not compared with uhttpd's ucode_prefix"
 	fi
 fi
 
 # 3. `/etc/init.d/uhttpd start` under OpenWrt's own scripts, in a chroot
 # holding only them, busybox, the real uci and jshn, and marmoset.
 OW=${OPENWRT_DIR:-}
-ST=${OPENWRT_STACK_DIR:-}
 if [ -z "$OW" ] || [ ! -f "$OW/package/base-files/files/etc/rc.common" ]; then
 	skip "no OpenWrt tree (set OPENWRT_DIR): the script not run under OpenWrt's rc.common, functions.sh and procd.sh"
-elif [ ! -x "$ST/prefix/usr/bin/uci" ] || [ ! -x "$ST/prefix/usr/bin/jshn" ] || [ ! -f "$ST/src/libubox/sh/jshn.sh" ]; then
-	skip "no uci and jshn built from OpenWrt's sources (set OPENWRT_STACK_DIR): the script not run under OpenWrt's rc.common"
+elif [ -z "$SR" ] || [ ! -x "$SR/bin/uci" ] || [ ! -x "$SR/bin/jshn" ] || [ ! -f "$SR/usr/share/libubox/jshn.sh" ]; then
+	skip "no uci and jshn built from OpenWrt's sources (set OPENWRT_STACK_DIR; board/openwrt/stack.sh builds them): the script not run under OpenWrt's rc.common"
 elif [ "$(id -u)" != 0 ] || ! command -v busybox >/dev/null; then
 	skip "the chroot needs root and busybox: the script not run under OpenWrt's rc.common"
 else
@@ -622,10 +626,10 @@ else
 	# put FILE DEST: a binary and the libraries it loads, at their paths.
 	put() {
 		cp "$1" "$R$2"
-		LD_LIBRARY_PATH=$ST/prefix/usr/lib ldd "$1" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) .*/\1/p' |
+		LD_LIBRARY_PATH=$SR/usr/lib ldd "$1" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) .*/\1/p' |
 			while read -r l; do
 				case $l in
-				"$ST"/*) cp -L "$l" "$R/lib/" ;;
+				"$SR"/*) cp -L "$l" "$R/lib/" ;;
 				*) mkdir -p "$R$(dirname "$l")" && cp -L "$l" "$R$l" ;;
 				esac
 			done
@@ -635,15 +639,15 @@ else
 	for a in $(busybox --list); do
 		[ "$a" = logger ] || [ "$a" = busybox ] || ln -s busybox "$R/bin/$a"
 	done
-	put "$ST/prefix/usr/bin/uci" /sbin/uci
-	put "$ST/prefix/usr/bin/jshn" /usr/bin/jshn
+	put "$SR/bin/uci" /sbin/uci
+	put "$SR/bin/jshn" /usr/bin/jshn
 	put "$BIN" /usr/bin/marmoset
 	cp "$OW/package/base-files/files/etc/rc.common" "$R/etc/"
 	cp "$OW/package/base-files/files/lib/functions.sh" "$R/lib/"
 	cp "$OW/package/base-files/files/lib/functions/service.sh" "$R/lib/functions/"
 	cp "$OW/package/system/procd/files/procd.sh" "$R/lib/functions/"
 	cp "$OW/package/system/uci/files/lib/config/uci.sh" "$R/lib/config/"
-	cp "$ST/src/libubox/sh/jshn.sh" "$R/usr/share/libubox/"
+	cp "$SR/usr/share/libubox/jshn.sh" "$R/usr/share/libubox/"
 	cp init/uhttpd.init "$R/etc/init.d/uhttpd"
 	P1=$(free_port) P2=$(free_port)
 	default_uci "$R/etc/config/uhttpd" "$P1" "$P2"
