@@ -208,16 +208,6 @@ pub fn sendfile(
     )?)
 }
 
-/// Sends `buf` with MSG_MORE, so the headers leave in the same segment as the
-/// first bytes of the sendfile(2) body that follows.
-pub fn send_more(sock: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
-    Ok(socket::send(
-        sock.as_raw_fd(),
-        buf,
-        socket::MsgFlags::from_bits_retain(nix::libc::MSG_MORE),
-    )?)
-}
-
 /// Reads up to `max` bytes from `fd` onto the end of `buf`, without
 /// zeroing the room first (TLS record buffers are filled on every
 /// request): from the stream, or with `at` from that offset of a file.
@@ -297,6 +287,12 @@ pub fn send_tls_record(sock: &impl AsRawFd, content_type: u8, payload: &[u8]) ->
 
 pub fn set_nodelay(sock: &impl AsFd) {
     let _ = socket::setsockopt(sock, sockopt::TcpNoDelay, &true);
+}
+
+/// TCP_CORK: while set, only full segments leave; clearing it sends the
+/// rest at once.
+pub fn set_cork(sock: &impl AsFd, on: bool) {
+    let _ = socket::setsockopt(sock, sockopt::TcpCork, &on);
 }
 
 /// The IP addresses of this host's interfaces, each with its IPv4 prefix

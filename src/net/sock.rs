@@ -144,28 +144,37 @@ impl Sock {
         self.send_all(body).await
     }
 
-    /// Sends the head, telling the kernel more follows (sendfile).
-    pub async fn send_head_more(&self, mut bytes: &[u8]) -> Result<(), End> {
-        // Encrypted now, written with the body's first record.
+    /// Sends a head, then `len` bytes of `file` from `offset` with
+    /// sendfile(2). Corked meanwhile: with TCP_NODELAY (every connection
+    /// has it, for the small answers) a body the client's window holds
+    /// back leaves in as many small segments as the window opens, each
+    /// with its ACK, where corked it leaves in full ones.
+    pub async fn send_head_and_file(
+        &self,
+        head: &[u8],
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), End> {
+        // The head encrypted now, written with the body's first record.
         #[cfg(feature = "tls")]
         if let Records::User { tls, .. } = &self.records {
-            return self.encrypt(tls, bytes).await;
-        }
-        while !bytes.is_empty() {
-            let n = self
-                .retry(|| sys::send_more(self.stream.get_ref(), bytes))
-                .await?;
-            bytes = &bytes[n..];
-        }
-        Ok(())
-    }
-
-    /// Sends `len` bytes of `file` from `offset` with sendfile(2).
-    pub async fn send_file(&self, file: &std::fs::File, offset: u64, len: u64) -> Result<(), End> {
-        #[cfg(feature = "tls")]
-        if let Records::User { tls, .. } = &self.records {
+            self.encrypt(tls, head).await?;
             return self.send_file_encrypted(tls, file, offset, len).await;
         }
+        let sock = self.stream.get_ref();
+        sys::set_cork(sock, true);
+        let sent = async {
+            self.send_all(head).await?;
+            self.send_file(file, offset, len).await
+        }
+        .await;
+        // The last partial segment leaves now.
+        sys::set_cork(sock, false);
+        sent
+    }
+
+    async fn send_file(&self, file: &std::fs::File, offset: u64, len: u64) -> Result<(), End> {
         let mut pos = offset as i64;
         let end = offset + len;
         while (pos as u64) < end {

@@ -944,10 +944,7 @@ impl Conn {
             }
             Body::File {
                 file, offset, len, ..
-            } => {
-                self.sock.send_head_more(out).await?;
-                self.sock.send_file(&file, offset, len).await
-            }
+            } => self.sock.send_head_and_file(out, &file, offset, len).await,
             Body::Gunzip { mut stream, len } => self.send_gunzipped(out, &mut stream, len).await,
             // Sent from where it is kept: no copy per connection.
             Body::Shared(bytes) => self.sock.send_both(out, &bytes).await,
