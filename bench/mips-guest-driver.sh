@@ -1,7 +1,7 @@
 #!/bin/sh
 # The load side of bench/mips-guest.sh, run inside the MIPS guest (BusyBox ash): starts one server,
 # waits until it listens (with a deadline), runs ApacheBench or openssl s_time against it over
-# loopback, reads the server's memory and CPU from /proc, stops it. Every figure is printed as one
+# loopback, reads the server's memory and CPU and the TCP segments of the run from /proc, stops it. Every figure is printed as one
 # line `@@R SERVER TEST key=value ...` for the host to collect from the serial console.
 #
 #   driver.sh http SERVER SECONDS    1.4 KB keep-alive, 1.4 KB new connection each, 200 KB keep-alive
@@ -188,16 +188,23 @@ sampler_stop() {
 }
 
 # One ab run: TEST ARGS PATH SECONDS -> @@R SERVER TEST rps= complete= failed= cpu_ms=
+# TCP segments sent so far, both ends of every loopback connection.
+tcp_segments() {
+	awk '$1 == "Tcp:" && $2 ~ /^[0-9]/ { print $12 }' /proc/net/snmp
+}
+
 run_ab() { # run_ab SERVER TEST "AB-ARGS" PATH SECONDS
 	t0=$(tree_ticks "$SPID")
+	g0=$(tcp_segments)
 	sampler_start
 	# shellcheck disable=SC2086 # the ab arguments
 	ab $3 -t "$5" -n "$AB_MAX" "$SCHEME://127.0.0.1:$PORT$4" >/tmp/ab.out 2>&1
 	rc=$?
 	sampler_stop
 	t1=$(tree_ticks "$SPID")
+	g1=$(tcp_segments)
 	# Failed: ab's failed requests, non-2xx answers, and a run that ended in an error.
-	awk -v s="$1" -v t="$2" -v rc="$rc" -v ticks=$((t1 - t0)) '
+	awk -v s="$1" -v t="$2" -v rc="$rc" -v ticks=$((t1 - t0)) -v segs=$((g1 - g0)) '
 		/^Complete requests:/ { n = $3 }
 		/^Failed requests:/ { f += $3 }
 		/^Non-2xx responses:/ { f += $3 }
@@ -205,8 +212,8 @@ run_ab() { # run_ab SERVER TEST "AB-ARGS" PATH SECONDS
 		/^Keep-Alive requests:/ { ka = $3 }
 		END {
 			if (n == "") { n = 0; f = "error" } else if (rc != 0) f = f "+exit" rc
-			printf "@@R %s %s rps=%s complete=%d failed=%s keepalive=%d cpu_ms=%.3f\n", s, t, rps + 0, n, f + 0 == f ? f + 0 : f,
-				ka, n ? ticks * 10 / n : 0
+			printf "@@R %s %s rps=%s complete=%d failed=%s keepalive=%d cpu_ms=%.3f segs=%.2f\n", s, t, rps + 0, n,
+				f + 0 == f ? f + 0 : f, ka, n ? ticks * 10 / n : 0, n ? segs / n : 0
 		}' /tmp/ab.out
 	if ! grep -q '^Complete requests:' /tmp/ab.out; then
 		say "ab gave no result: $(tail -n 3 /tmp/ab.out | tr '\n' ' ')"

@@ -179,6 +179,8 @@ def detail(fig, mode):
         row(f"{TEST_NAMES[t]}, {unit}", t, "rps", "{:.2f}" if t.startswith("handshake") else "{:.1f}")
         row(f"{TEST_NAMES[t]}, server CPU ms per {'handshake' if t.startswith('handshake') else 'request'}",
             t, "cpu_ms", "{:.2f}")
+        if not t.startswith("handshake"):
+            row(f"{TEST_NAMES[t]}, TCP segments per request (both ends)", t, "segs", "{:.1f}")
     names = []
     for s in servers:
         got = [r["kv"].get("name") for r in fig.rows
