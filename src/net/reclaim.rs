@@ -70,9 +70,6 @@ struct Entry {
     id: u64,
     client: Client,
     doing: Doing,
-    /// When (in `Table::started`'s count) it began sending its answer;
-    /// only read while it is.
-    since: u64,
     asked: bool,
 }
 
@@ -80,8 +77,9 @@ struct Entry {
 enum Doing {
     /// No request under way.
     Idle,
-    /// Sending a static answer (and reading past its request's body).
-    Sending,
+    /// Sending a static answer (and reading past its request's body),
+    /// since this count of `Table::started`.
+    Sending(u64),
     /// Anything else a request does.
     Busy,
 }
@@ -90,7 +88,15 @@ impl Entry {
     /// How its client's counts hold it: not at all once it is asked to
     /// close, else whether it is sending an answer.
     fn counted(&self) -> Option<bool> {
-        (!self.asked).then_some(self.doing == Doing::Sending)
+        (!self.asked).then_some(self.sending().is_some())
+    }
+
+    /// Since when it sends an answer, if it does.
+    fn sending(&self) -> Option<u64> {
+        match self.doing {
+            Doing::Sending(since) => Some(since),
+            _ => None,
+        }
     }
 }
 
@@ -145,7 +151,6 @@ impl Reclaim {
             id,
             client,
             doing: Doing::Idle,
-            since: 0,
             asked: false,
         };
         t.tally(&entry, true);
@@ -301,7 +306,7 @@ impl Table {
         };
         let entries = self.entries.borrow();
         Table::each(&entries)
-            .filter(|(_, e)| e.client == client && e.doing == Doing::Sending && !e.asked)
+            .filter(|(_, e)| e.client == client && e.sending().is_some() && !e.asked)
             .min_by_key(|(_, e)| e.id)
             .map(|(slot, _)| slot)
     }
@@ -312,8 +317,9 @@ impl Table {
     fn longest_sender(&self) -> Option<usize> {
         let entries = self.entries.borrow();
         Table::each(&entries)
-            .filter(|(_, e)| e.doing == Doing::Sending && !e.asked)
-            .min_by_key(|(_, e)| e.since)
+            .filter(|(_, e)| !e.asked)
+            .filter_map(|(slot, e)| Some((slot, e.sending()?)))
+            .min_by_key(|&(_, since)| since)
             .map(|(slot, _)| slot)
     }
 }
@@ -322,7 +328,9 @@ impl Place {
     /// No request under way: the first to be asked to close.
     pub fn idle(&self) {
         let t = &self.0.table;
-        let was = self.0.doing(Doing::Idle);
+        let was = t.change(self.0.slot, |e| {
+            std::mem::replace(&mut e.doing, Doing::Idle)
+        });
         if was != Some(Doing::Idle) {
             t.idle.borrow_mut().push_back(self.0.slot);
             t.entered.notify_all();
@@ -331,7 +339,7 @@ impl Place {
 
     /// A request under way; one asked to close while idle goes on.
     pub fn busy(&self) {
-        self.start(Doing::Busy, 0);
+        self.start(Doing::Busy);
     }
 
     /// Sending a static answer: may be asked to close if the client holds
@@ -340,15 +348,14 @@ impl Place {
         let t = &self.0.table;
         let since = t.started.get() + 1;
         t.started.set(since);
-        self.start(Doing::Sending, since);
+        self.start(Doing::Sending(since));
         t.entered.notify_all();
     }
 
     /// One change of the entry per request, as this runs on every one.
-    fn start(&self, now: Doing, since: u64) {
+    fn start(&self, now: Doing) {
         let t = &self.0.table;
         let Some((was, unasked)) = t.change(self.0.slot, |e| {
-            e.since = since;
             let was = std::mem::replace(&mut e.doing, now);
             (was, std::mem::replace(&mut e.asked, false))
         }) else {
@@ -379,12 +386,6 @@ impl Place {
 }
 
 impl Watch {
-    /// Sets what the connection does; what it did.
-    fn doing(&self, now: Doing) -> Option<Doing> {
-        self.table
-            .change(self.slot, |e| std::mem::replace(&mut e.doing, now))
-    }
-
     /// Resolves when the connection is asked to close.
     pub async fn asked(&self) {
         loop {

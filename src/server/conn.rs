@@ -226,9 +226,11 @@ impl Conn {
             Some(Err(_)) => return,
         }
         loop {
+            // No request under way until a whole head is in (a pipelined
+            // one too): the first to be asked to close.
+            self.place.idle();
             if self.input.is_empty() {
                 self.input.release();
-                self.place.idle();
                 let until = if self.served == 0 {
                     first
                 } else {
@@ -286,7 +288,6 @@ impl Conn {
     async fn serve_one(&mut self) -> Result<Option<Sent>, End> {
         let deadline = self.w.deadlines.after(self.w.config.header_timeout);
         let mut verdict = None;
-        self.place.idle();
         let step = loop {
             let decided = self.decide(verdict.take());
             if let Ok(Some(_)) | Err(_) = decided {
