@@ -370,20 +370,17 @@ impl Conn {
             #[cfg(feature = "tls")]
             tls: self.sock.is_tls(),
         };
+        let mut routed = router::route(&self.w.site, &req, &client, verdict);
         // A proxied body has its own limit, checked as it is forwarded.
-        let routed = match (
-            router::route(&self.w.site, &req, &client, verdict),
-            req.body,
-        ) {
-            (Routed::Respond(_) | Routed::Cgi(_), BodyKind::Length(n))
-                if n > MAX_DISCARDED_BODY.max(self.w.config.cgi.max_body) =>
-            {
+        // Replaced in place: a routed answer is large, and a move of it
+        // is a copy.
+        if let (Routed::Respond(_) | Routed::Cgi(_), BodyKind::Length(n)) = (&routed, req.body) {
+            if n > MAX_DISCARDED_BODY.max(self.w.config.cgi.max_body) {
                 let mut r = router::failure(&self.w.site, Status::ContentTooLarge, "");
                 r.close = true;
-                Routed::Respond(r)
+                routed = Routed::Respond(r);
             }
-            (routed, _) => routed,
-        };
+        }
         let last = self.served + 1 >= self.w.config.max_requests;
         let meta = Meta {
             reply: Reply {

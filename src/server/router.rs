@@ -319,18 +319,17 @@ fn challenge(site: &Site, realm: Rc<str>, name: &str) -> Response {
 /// Serves a file, or its best precompressed variant.
 fn serve_file(site: &Site, req: &Request<'_>, original: Opened, enc: Encodings) -> Response {
     let (chosen, has_variants) = variant(site, &original, enc);
-    let mut r = match chosen {
-        Some((coding, v)) => {
-            let mut r = representation(req, &v, original.content_type);
-            r.add_header(coding);
-            r
-        }
-        None => representation(req, &original, original.content_type),
-    };
+    // One response, changed in place: on MIPS a move of it is a copy.
+    let sent = chosen.as_ref().map_or(&original, |(_, v)| v);
+    let mut r = representation(req, sent, original.content_type);
+    if let Some((coding, _)) = chosen {
+        r.add_header(coding);
+    }
     if has_variants {
         r.add_header(header::VARY_ENCODING);
     }
-    finish_file(site, r, &original)
+    finish_file(site, &mut r, &original);
+    r
 }
 
 /// The best variant the client takes (`X.br` before `X.gz`) with its
@@ -420,7 +419,9 @@ fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
     r
 }
 
-/// One file as a response: validators, conditions, range.
+/// One file as a response: validators, conditions, range. Each way out
+/// returns what it calls, so the response is written where it goes (a
+/// move of it is a copy on MIPS).
 fn representation(req: &Request<'_>, f: &Opened, content_type: &'static str) -> Response {
     let len = f.meta.len();
     let validators = &f.validators;
@@ -440,10 +441,11 @@ fn representation(req: &Request<'_>, f: &Opened, content_type: &'static str) -> 
         ),
         _ => Ranged::Full,
     };
-    let (status, (offset, part), content_range) = match ranged {
-        Ranged::Full => (Status::Ok, (0, len), None),
-        Ranged::Part(first, last) => (
-            Status::PartialContent,
+    match ranged {
+        Ranged::Full => file_part(f, content_type, (0, len), None),
+        Ranged::Part(first, last) => file_part(
+            f,
+            content_type,
             (first, last - first + 1),
             Some(ContentRange::Part {
                 first,
@@ -456,23 +458,40 @@ fn representation(req: &Request<'_>, f: &Opened, content_type: &'static str) -> 
             r.status_header = Some(StatusHeader::ContentRange(ContentRange::Unsatisfied {
                 total: len,
             }));
-            return r;
+            r
         }
-    };
-    let mut r = Response::new(
-        status,
-        Body::File {
+    }
+}
+
+/// `len` bytes of `f` from `offset`: all of it (200), or the range asked
+/// for (206).
+fn file_part(
+    f: &Opened,
+    content_type: &'static str,
+    (offset, len): (u64, u64),
+    range: Option<ContentRange>,
+) -> Response {
+    Response {
+        status: if range.is_some() {
+            Status::PartialContent
+        } else {
+            Status::Ok
+        },
+        content_type: Some(content_type),
+        validators: Some(f.validators.clone()),
+        status_header: range.map(StatusHeader::ContentRange),
+        accept_ranges: true,
+        extra: heapless::Vec::new(),
+        rules: None,
+        fields: None,
+        body: Body::File {
             file: f.file.clone(),
             bytes: f.body.clone(),
             offset,
-            len: part,
+            len,
         },
-    );
-    r.content_type = Some(content_type);
-    r.validators = Some(validators.clone());
-    r.accept_ranges = true;
-    r.status_header = content_range.map(StatusHeader::ContentRange);
-    r
+        close: false,
+    }
 }
 
 fn conditions<'a>(req: &Request<'a>) -> Conditions<'a> {
@@ -619,19 +638,19 @@ fn finish(site: &Site, mut r: Response, name: &str) -> Response {
 }
 
 /// `finish` for a cached file: what its rules do is worked out once, and
-/// so are the header lines of a plain 200 of it.
-fn finish_file(site: &Site, mut r: Response, f: &Opened) -> Response {
+/// so are the header lines of a plain 200 of it. In place: on MIPS a
+/// move of a response is a copy of it.
+fn finish_file(site: &Site, r: &mut Response, f: &Opened) {
     let rules = f.rules.get_or_init(|| site.rule_lines(&f.name));
     r.rules = Some(rules.clone());
-    if is_plain(&r, f) {
+    if is_plain(r, f) {
         let fields = f.plain_fields.get_or_init(|| {
             let mut lines = Vec::new();
-            response::write_fields(&mut lines, &r);
+            response::write_fields(&mut lines, r);
             Rc::from(lines)
         });
         r.fields = Some(fields.clone());
     }
-    r
 }
 
 /// The whole of `f` with nothing of this request's in its head: every such
