@@ -21,11 +21,11 @@
 # ROUNDS rounds, over HTTP, HTTPS with the ECDSA key and HTTPS with the RSA key, each server in turn
 # (the order alternates by round): headless Chromium on the host (bench/luci-guest.mjs) logs in and
 # opens LUCI_PAGES, and per page the browser's time to its last ubus answer; the server's CPU
-# across the whole visit (utime+stime of its processes, with the reaped children: each page's
-# fork of the warm ucode VM); then the bulk cost of each server's TLS: LuCI's luci.js 20 times on
-# one connection (curl) over HTTP and TLS 1.3 with AES-128-GCM and with ChaCha20-Poly1305, the
-# server's CPU; at the end each server
-# process's peak RSS (VmHWM), RSS and private memory, all from /proc in the guest.
+# across the whole visit (utime+stime of its processes and their children, reaped or waiting:
+# luci-scgi.uc's forks of the warm ucode VM); then the bulk cost of each server's TLS: LuCI's
+# luci.js 20 times on one connection (curl) over HTTP and TLS 1.3 with AES-128-GCM and with
+# ChaCha20-Poly1305, the server's CPU; at the end each server process's peak RSS (VmHWM), RSS and
+# private memory (and its waiting children's), all from /proc in the guest.
 #
 #   OPENWRT_SRC_DIR=/path/to/src OPENWRT_DIR=/path/to/openwrt bench/luci-guest.sh
 #
@@ -239,7 +239,18 @@ for p in /var/run/procd/*.pid; do
 	hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$pid/status")
 	rss=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$pid/status")
 	priv=$(awk '/^Private_(Clean|Dirty):/ { k += $2 } END { print k + 0 }' "/proc/$pid/smaps_rollup")
-	echo "@@S ${n%.pid} pid=$pid ticks=$((${12} + ${13} + ${14} + ${15})) hwm_kb=$hwm rss_kb=$rss priv_kb=$priv"
+	ticks=$((${12} + ${13} + ${14} + ${15}))
+	# Children still running (luci-scgi.uc's spares): their CPU so far and
+	# the memory they do not share.
+	kids=0 kids_priv=0
+	for kid in $(cat "/proc/$pid/task/$pid/children" 2>/dev/null); do
+		[ -r "/proc/$kid/stat" ] || continue
+		set -- $(sed 's/^.*) //' "/proc/$kid/stat")
+		ticks=$((ticks + ${12} + ${13}))
+		kids=$((kids + 1))
+		kids_priv=$((kids_priv + $(awk '/^Private_(Clean|Dirty):/ { k += $2 } END { print k + 0 }' "/proc/$kid/smaps_rollup")))
+	done
+	echo "@@S ${n%.pid} pid=$pid ticks=$ticks hwm_kb=$hwm rss_kb=$rss priv_kb=$priv kids=$kids kids_priv_kb=$kids_priv"
 done
 EOF
 export MARMOSET_QEMU_EXTRA_OVERLAY=$OVERLAY

@@ -502,7 +502,10 @@ EOF_UC
 	chmod 755 "$TMP/ucode"
 	P1=$(free_port) P2=$(free_port)
 	default_uci "$TMP/u.uci" "$P1" "$P2"
-	sed -i "s|/cgi-bin/luci=/usr/share/ucode/luci/uhttpd.uc|/cgi-bin/luci=$TMP/handler.uc|" "$TMP/u.uci"
+	# Room for three requests at once from one client (one runs at most
+	# half of them).
+	sed -i -e "s|/cgi-bin/luci=/usr/share/ucode/luci/uhttpd.uc|/cgi-bin/luci=$TMP/handler.uc|" \
+		-e 's|option max_requests 3|option max_requests 6|' "$TMP/u.uci"
 	UCODE=$TMP/ucode UCODE_LIB=$SR/usr/lib/ucode run sh "$TMP/u.uci"
 	# The instance as procd would start it. The handler counts its loads in
 	# a file beside it (ARGV[1] is its path while it loads).
@@ -526,36 +529,97 @@ a%20b%2f~ a b" ]
 		has_all "$out" "POST /cgi-bin/luci null" "body=luci_username=root&luci_password=x served=1"
 	out=$(curl -s -H 'Transfer-Encoding: chunked' -d 'abc' "http://127.0.0.1:$P1/cgi-bin/luci/c")
 	check "a chunked POST body, with its length" has_all "$out" "body=abc served=1"
-	curl -sN "http://127.0.0.1:$P1/cgi-bin/luci/stream?$TMP/streamed" >"$TMP/stream.out" &
-	streamer=$!
+	# Three at once: one more than luci-scgi.uc keeps spare.
+	streamers=
+	for i in 1 2 3; do
+		curl -sN "http://127.0.0.1:$P1/cgi-bin/luci/stream?$TMP/streamed" >"$TMP/stream$i.out" &
+		streamers="$streamers $!"
+	done
+	streamed() { for i in 1 2 3; do [ "$(cat "$TMP/stream$i.out")" = "$1" ] || return 1; done; }
 	_n=100
-	while [ "$_n" -gt 0 ] && [ "$(cat "$TMP/stream.out")" != first ]; do
+	while [ "$_n" -gt 0 ] && ! streamed first; do
 		sleep 0.1
 		_n=$((_n - 1))
 	done
-	check "a body's first piece reaches the client while the handler is still running" \
-		[ "$(cat "$TMP/stream.out")" = first ]
+	check "a body's first piece reaches the client while the handler is still running (three at once)" \
+		streamed first || head "$TMP"/stream?.out | sed 's/^/     /'
 	touch "$TMP/streamed"
-	wait "$streamer"
-	check "and the rest after it" [ "$(cat "$TMP/stream.out")" = "$(printf 'first\nsecond')" ]
+	# shellcheck disable=SC2086
+	wait $streamers
+	check "and the rest after it" streamed "$(printf 'first\nsecond')"
 	check "the handler compiled and run once, each request in a fork of it" \
 		[ "$(cat "$TMP/handler.uc.loads" 2>/dev/null)" = loaded ]
 	fd_count() { set -- "/proc/$1/fd/"*; echo $#; }
-	# A request's answer can reach the client before luci-scgi.uc has
-	# reaped its process and closed that process's pipes: count once it has
-	# (within 5 s).
-	settled_fds() {
+	children() { cat "/proc/$handler/task/$handler/children" 2>/dev/null; }
+	count() { echo $#; }
+	# shellcheck disable=SC2120
+	# until_spares [PID...]: within 5 s, luci-scgi.uc has exactly two
+	# children (its spares), none of them one of PIDs.
+	until_spares() {
 		_n=50
-		while [ "$_n" -gt 0 ] && [ -n "$(cat "/proc/$handler/task/$handler/children" 2>/dev/null)" ]; do
+		while [ "$_n" -gt 0 ]; do
+			_kids=" $(children) " _ok=yes
+			for _p in "$@"; do case $_kids in *" $_p "*) _ok=no ;; esac; done
+			# shellcheck disable=SC2086
+			[ "$(count $_kids)" = 2 ] && [ "$_ok" = yes ] && return 0
 			sleep 0.1
 			_n=$((_n - 1))
 		done
-		fd_count "$handler"
+		return 1
 	}
-	fds=$(settled_fds)
+	# until_changed PID...: within 5 s, two spares again, not all of PIDs;
+	# prints how many of PIDs remain.
+	until_changed() {
+		_n=50
+		while [ "$_n" -gt 0 ]; do
+			_kids=" $(children) " _kept=0
+			for _p in "$@"; do case $_kids in *" $_p "*) _kept=$((_kept + 1)) ;; esac; done
+			# shellcheck disable=SC2086
+			if [ "$(count $_kids)" = 2 ] && [ "$_kept" -lt $# ]; then
+				echo "$_kept"
+				return 0
+			fi
+			sleep 0.1
+			_n=$((_n - 1))
+		done
+		return 1
+	}
+	check "two spares wait for requests before any comes" until_spares
+	fds=$(fd_count "$handler")
+	before=$(children)
+	curl -s -o /dev/null "http://127.0.0.1:$P1/cgi-bin/luci/x"
+	# shellcheck disable=SC2086
+	kept=$(until_changed $before)
+	check "a request is taken by one of them, and one new spare replaces it" [ "$kept" = 1 ] ||
+		echo "     before: $before, now: $(children)"
 	for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$P1/cgi-bin/luci/x"; done
+	# shellcheck disable=SC2119
+	until_spares
 	check "50 requests later, luci-scgi.uc holds as many descriptors ($fds)" \
-		[ "$(settled_fds)" -le "$fds" ]
+		[ "$(fd_count "$handler")" -le "$fds" ]
+	victim=$(children | { read -r a _; echo "$a"; })
+	kill -KILL "$victim"
+	check "a spare killed while it waits is replaced" until_spares "$victim"
+	out=$(curl -s "http://127.0.0.1:$P1/cgi-bin/luci/x" | head -n 1)
+	check "and the next request is answered" [ "$out" = "GET /cgi-bin/luci /x  1.1" ] || echo "     got: $out"
+	spares=$(children)
+	# none_left PID...: within 5 s, none of them is running.
+	none_left() {
+		_n=50
+		while [ "$_n" -gt 0 ]; do
+			_left=
+			for _p in "$@"; do kill -0 "$_p" 2>/dev/null && _left=1; done
+			[ -z "$_left" ] && return 0
+			sleep 0.1
+			_n=$((_n - 1))
+		done
+		return 1
+	}
+	kill -KILL "$handler"
+	wait "$handler" 2>/dev/null
+	# shellcheck disable=SC2086
+	check "luci-scgi.uc killed: its spares end with it" none_left $spares ||
+		ps -o pid,ppid,stat,args $spares | sed 's/^/     /'
 	stop
 	# Against uhttpd's own ucode_prefix, when it was built there too: one
 	# handler printing what it is given, through both. Marmoset's own CGI

@@ -1,7 +1,8 @@
 // luci-scgi: a ucode request handler (LuCI's /usr/share/ucode/luci/uhttpd.uc)
 // served over SCGI, the way uhttpd's ucode_prefix serves it in-process. The
 // handler is compiled and run once, here; each request is answered by a fork
-// of this warm VM, so no page pays for an exec or a compile.
+// of this warm VM made before the request came, so no page pays for an exec,
+// a compile or a fork.
 //
 //   ucode luci-scgi.uc SOCKET HANDLER
 //
@@ -317,6 +318,9 @@ function serve() {
 	}
 
 	flush();
+	// Now, not at the exit, which first tears down this copy of the VM:
+	// the server sees the answer end at once.
+	conn.close();
 }
 
 // The handler runs once, here: what it imports is compiled now, and what a
@@ -347,26 +351,99 @@ uloop.init();
 if (stat(SOCKET)?.type == 'socket')
 	unlink(SOCKET);
 
-const server = socket.listen({ path: SOCKET }, null, { socktype: socket.SOCK_STREAM });
+// Non-blocking: every waiting spare wakes for a connection, and those that
+// find it taken go back to waiting.
+const server = socket.listen({ path: SOCKET }, null,
+	{ socktype: socket.SOCK_STREAM | socket.SOCK_NONBLOCK });
 
 if (!server) {
 	warn(`luci-scgi: cannot listen on ${SOCKET}: ${socket.error()}\n`);
 	exit(1);
 }
 
-uloop.handle(server, () => {
-	let c = server.accept();
+// Requests are taken by spares: forks of this process waiting on the
+// listening socket. A fork costs a router's one core milliseconds, so a
+// spare's successor is made once the spare has answered, not while it
+// answers; only a third request at once waits for a fork, as every request
+// did through uhttpd.
+const SPARES = 2;
 
-	if (!c)
+// The parent's line to its spares: each fork closes its copy of `keep` at
+// once, so the spares read the line's end when the parent ends, however it
+// ends, and go with it.
+const line = socket.pair(socket.SOCK_STREAM);
+const keep = line[0], lifeline = line[1];
+let idle = 0;
+
+// A spare: waits for a connection, tells the parent over `cue` that it took
+// one, serves it and ends.
+function spare(cue) {
+	keep.close();
+	dup2(log_copy.fileno(), 2);
+	uloop.init();
+
+	let taken = null;
+
+	uloop.handle(lifeline, () => uloop.end(), uloop.ULOOP_READ);
+	uloop.handle(server, () => {
+		taken = server.accept();
+
+		if (taken)
+			uloop.end();
+	}, uloop.ULOOP_READ);
+	uloop.run();
+	// A request's process watches nothing, as uhttpd's forks do not.
+	uloop.done();
+
+	if (!taken)
 		return;
 
-	conn = c;
+	cue.send('t');
+	conn = taken;
+	serve();
+}
+
+function start_spare() {
+	let pair = socket.pair(socket.SOCK_STREAM);
+	let mine = pair[0], its = pair[1], born = time(), busy = false, watch;
+
+	idle++;
 	// With no input callback, uloop (ucode 81205a2) never closes a
 	// finished task's output pipe: one descriptor lost per request.
-	uloop.task(serve, null, () => null);
-	// The request's process has its own copy.
-	conn = null;
-	c.close();
-}, uloop.ULOOP_READ);
+	uloop.task(() => { mine.close(); spare(its); }, null, () => null);
+	its.close();
+
+	// A word when it takes a connection; the end of the pair when it ends.
+	// Both may come at once.
+	watch = uloop.handle(mine, (flags, eof, error) => {
+		if (!busy && length(mine.recv(16) ?? '')) {
+			busy = true;
+
+			if (--idle == 0)
+				start_spare();
+		}
+
+		if (!eof && !error)
+			return;
+
+		watch.delete();
+		mine.close();
+
+		if (!busy)
+			idle--;
+
+		if (idle >= SPARES)
+			return;
+
+		// One that died waiting, young, is not replaced in a tight loop.
+		if (!busy && time() - born < 1)
+			uloop.timer(1000, start_spare);
+		else
+			start_spare();
+	}, uloop.ULOOP_READ);
+}
+
+for (let i = 0; i < SPARES; i++)
+	start_spare();
 
 uloop.run();
