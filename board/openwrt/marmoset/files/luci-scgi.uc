@@ -298,8 +298,6 @@ function fail_with(e) {
 
 // One request, in its own process.
 function serve() {
-	dup2(log_copy.fileno(), 2);
-
 	let vars = read_head();
 
 	if (vars == null) {
@@ -364,8 +362,7 @@ if (!server) {
 // Requests are taken by spares: forks of this process waiting on the
 // listening socket. A fork costs a router's one core milliseconds, so a
 // spare's successor is made once the spare has answered, not while it
-// answers; only a third request at once waits for a fork, as every request
-// did through uhttpd.
+// answers; only when both are busy is one more made at once.
 const SPARES = 2;
 
 // The parent's line to its spares: each fork closes its copy of `keep` at
@@ -437,7 +434,7 @@ function start_spare() {
 
 		// One that died waiting, young, is not replaced in a tight loop.
 		if (!busy && time() - born < 1)
-			uloop.timer(1000, start_spare);
+			uloop.timer(1000, () => { if (idle < SPARES) start_spare(); });
 		else
 			start_spare();
 	}, uloop.ULOOP_READ);
