@@ -38,7 +38,8 @@ export MARMOSET_QEMU_EXTRA_OVERLAY=$OVERLAY
 # boot.sh's steps and helpers (guest, check, cleanup), for the HTTPS image of qemu-aarch64.
 # shellcheck source=tests/qemu/boot.sh
 MARMOSET_QEMU_LIBRARY=1 . "$BENCH/../tests/qemu/boot.sh" qemu-aarch64 tls
-trap 'cleanup; rm -rf "$OVERLAY"' EXIT
+# Run by boot.sh's cleanup, which its finish and abort run too.
+own_cleanup() { rm -rf "$OVERLAY"; }
 
 host_prereqs
 command -v wrk >/dev/null || apt_install wrk || abort "could not install wrk"

@@ -60,7 +60,8 @@ MARMOSET_QEMU_LIBRARY=1 . "$REPO_ROOT/tests/qemu/boot.sh" qemu-mipsel
 TAG=mips-guest
 OVERLAY=$(mktemp -d "${TMPDIR:-/tmp}/marmoset-mips-guest.XXXXXX")
 chmod 0755 "$OVERLAY"   # copied over the image's root with cp -a
-trap 'cleanup; rm -rf "$OVERLAY"' EXIT
+# Run by boot.sh's cleanup, which its finish and abort run too.
+own_cleanup() { rm -rf "$OVERLAY"; }
 ROWS="$OUT/rows.txt"
 : >"$ROWS"
 : >"$OUT/versions.txt"

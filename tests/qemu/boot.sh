@@ -112,6 +112,8 @@ cleanup() {
     ADDED_ARCH=""
   fi
   rm -rf "$RUN"
+  # What a script that sources this file as a library made for itself.
+  if declare -F own_cleanup >/dev/null; then own_cleanup; fi
 }
 
 finish() {
