@@ -498,7 +498,7 @@ global.handle_request = function(env) {
 EOF_UC
 	# The stack's ucode looks for its modules in /usr/lib/ucode, where the
 	# router has them: here they are in the stack's root.
-	printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/usr/lib exec %s/bin/ucode -L %s/usr/lib/ucode "$@"\n' "$SR" "$SR" "$SR" >"$TMP/ucode"
+	printf '#!/bin/sh\nLD_LIBRARY_PATH="%s/usr/lib" exec "%s/bin/ucode" -L "%s/usr/lib/ucode" "$@"\n' "$SR" "$SR" "$SR" >"$TMP/ucode"
 	chmod 755 "$TMP/ucode"
 	P1=$(free_port) P2=$(free_port)
 	default_uci "$TMP/u.uci" "$P1" "$P2"
