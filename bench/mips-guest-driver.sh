@@ -190,7 +190,8 @@ sampler_stop() {
 # One ab run: TEST ARGS PATH SECONDS -> @@R SERVER TEST rps= complete= failed= cpu_ms=
 # TCP segments sent so far, both ends of every loopback connection.
 tcp_segments() {
-	awk '$1 == "Tcp:" && $2 ~ /^[0-9]/ { print $12 }' /proc/net/snmp
+	awk '$1 == "Tcp:" && !c { for (i = 2; i <= NF; i++) if ($i == "OutSegs") c = i; next }
+		$1 == "Tcp:" && c { print $c }' /proc/net/snmp
 }
 
 run_ab() { # run_ab SERVER TEST "AB-ARGS" PATH SECONDS

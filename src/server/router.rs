@@ -419,9 +419,9 @@ fn gunzipped(req: &Request<'_>, gz: Opened, name: &str) -> Response {
     r
 }
 
-/// One file as a response: validators, conditions, range. Each way out
-/// returns what it calls, so the response is written where it goes (a
-/// move of it is a copy on MIPS).
+/// One file as a response: validators, conditions, range. The common ways
+/// out (200, 206, 304) return what they call, so the response is written
+/// where it goes (a move of it is a copy on MIPS).
 fn representation(req: &Request<'_>, f: &Opened, content_type: &'static str) -> Response {
     let len = f.meta.len();
     let validators = &f.validators;
