@@ -58,7 +58,7 @@ for scheme in ('http', 'https-ec', 'https-rsa'):
         out.append(f'| {scheme} | {p} | {fm} | {fu} | {ratio(med(m), med(u))} |')
 out.append('')
 out.append('Whole visit (login and every page): host wall time and the server\'s CPU in the guest '
-           '(its processes and their reaped children, 10 ms ticks), median over rounds:')
+           '(its processes and their children, reaped or waiting, 10 ms ticks), median over rounds:')
 out.append('')
 out.append('| scheme | Marmoset s | uhttpd s | ratio | Marmoset CPU s | uhttpd CPU s | ratio |')
 out.append('|---|---|---|---|---|---|---|')
@@ -86,9 +86,11 @@ out.append('Memory of each server process at the end (kB): VmHWM (peak RSS), VmR
            '(smaps_rollup Private_Clean + Private_Dirty: what it alone costs, shared libraries aside):')
 out.append('')
 for line in open(peak_file):
-    m = re.match(r'@@S (\S+) pid=\d+ ticks=(\d+) hwm_kb=(\d*) rss_kb=(\d*) priv_kb=(\d*)', line)
+    m = re.match(r'@@S (\S+) pid=\d+ ticks=(\d+) hwm_kb=(\d*) rss_kb=(\d*) priv_kb=(\d*)'
+                 r'(?: kids=(\d+) kids_priv_kb=(\d+))?', line)
     if m:
-        out.append(f'- {m.group(1)}: peak {m.group(3)}, now {m.group(4)}, private {m.group(5)}; '
+        kids = f'; {m.group(6)} children waiting, private {m.group(7)}' if int(m.group(6) or 0) else ''
+        out.append(f'- {m.group(1)}: peak {m.group(3)}, now {m.group(4)}, private {m.group(5)}{kids}; '
                    f'CPU {int(m.group(2)) / 100:.2f} s in all')
 if failed:
     out.append('')

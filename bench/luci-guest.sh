@@ -14,8 +14,12 @@
 # - each file has a second section `rsa` listening on HTTPS only (Marmoset 4443, uhttpd 8444) with an
 #   RSA-2048 pair, as px5g makes by default.
 # There is no procd: a stand-in for its end of `ubus call service set` (guest /bin/ubus) starts each
-# instance it is given and starts it again when it exits (procd's respawn). QEMU forwards the six
-# ports to 127.0.0.1.
+# instance it is given and starts it again when it exits (procd's respawn). The browser and curl
+# reach the guest over a tap link (host 198.18.0.1, guest 198.18.0.2: the benchmarking range), as a
+# LAN client reaches a router, with a TCP stack of its own at each end; LUCI_LINK=user goes through
+# QEMU's user networking instead, its six ports forwarded to 127.0.0.1, where the guest's peer is
+# QEMU's own TCP stack (which acknowledges at once, so a server's small writes never wait there for
+# a client's delayed ACK).
 #
 # Measured: the time from QEMU's start to each server's LuCI login page (403 with the form); then for
 # ROUNDS rounds, over HTTP, HTTPS with the ECDSA key and HTTPS with the RSA key, each server in turn
@@ -33,7 +37,8 @@
 # HTTPS). OPENWRT_DIR: an OpenWrt tree (rc.common, functions.sh, procd.sh, uci.sh and uhttpd's init
 # script are taken from it). LUCI_STACK_DIR: the mipsel stack (default bench/out/luci-guest/stack,
 # built when it has no root/). MARMOSET_BIN: the mipsel `tls,ubus` build (default: built with
-# board/build-std.sh). ROUNDS (3). LUCI_MODE: icount (default: `-icount shift=3 -rtc clock=vm`,
+# board/build-std.sh). ROUNDS (3). LUCI_LINK: tap (default; user when no tap can be made) or
+# user. LUCI_MODE: icount (default: `-icount shift=3 -rtc clock=vm`,
 # the guest's CPU figures count instructions, whatever the host's load) or wall (plain TCG).
 # LUCI_PAGES: the pages (default below). Writes bench/out/luci-guest/results.md and rows.txt.
 # Run as root (tests/qemu/boot.sh fetches the kernel and BusyBox packages).
@@ -47,7 +52,9 @@ SRC=${OPENWRT_SRC_DIR:-}
 OW=${OPENWRT_DIR:-}
 ROUNDS=${ROUNDS:-3}
 MODE=${LUCI_MODE:-icount}
-PAGES=${LUCI_PAGES:-admin/status/overview admin/system/system admin/network/network admin/system/admin admin/status/processes}
+LINK=${LUCI_LINK:-tap}
+# The login lands on Status -> Overview; it is opened again on its own at the end.
+PAGES=${LUCI_PAGES:-admin/status/overview admin/system/system admin/network/network admin/system/admin admin/status/processes admin/status/overview}
 PASSWORD=${OPENWRT_STACK_PASSWORD:-marmoset}
 export MARMOSET_QEMU_OUT=${MARMOSET_QEMU_OUT:-$BENCH/out/luci-guest}
 STACK=${LUCI_STACK_DIR:-$MARMOSET_QEMU_OUT/stack}
@@ -58,7 +65,13 @@ MARMOSET_QEMU_LIBRARY=1 . "$REPO_ROOT/tests/qemu/boot.sh" qemu-mipsel
 TAG=luci-guest
 OVERLAY=$(mktemp -d "${TMPDIR:-/tmp}/marmoset-luci-guest.XXXXXX")
 chmod 0755 "$OVERLAY"
-trap 'cleanup; rm -rf "$OVERLAY"' EXIT
+TAP=""
+# Run by boot.sh's cleanup, which its finish and abort run too.
+own_cleanup() {
+  rm -rf "$OVERLAY"
+  [ -z "$TAP" ] || ip link del "$TAP" 2>/dev/null
+  TAP=""
+}
 
 [ "$(id -u)" = 0 ] || abort "run as root"
 [ -d "$SRC/luci" ] || abort "OPENWRT_SRC_DIR (the upstream trees board/openwrt/stack.sh takes) is needed"
@@ -67,6 +80,23 @@ case $MODE in
 icount) export MARMOSET_QEMU_ARGS="-smp 1 -icount shift=3 -rtc clock=vm" ;;
 wall) export MARMOSET_QEMU_ARGS="-smp 1" ;;
 *) abort "LUCI_MODE=$MODE: icount or wall" ;;
+esac
+case $LINK in
+tap)
+  TAP=mlg$$
+  if ip tuntap add dev "$TAP" mode tap 2>/dev/null && ip addr add 198.18.0.1/24 dev "$TAP" &&
+    ip link set "$TAP" up; then
+    MARMOSET_QEMU_ARGS="$MARMOSET_QEMU_ARGS -netdev tap,id=lan,ifname=$TAP,script=no,downscript=no"
+    MARMOSET_QEMU_ARGS="$MARMOSET_QEMU_ARGS -device $QEMU_NET_DEVICE,netdev=lan"
+  else
+    ip link del "$TAP" 2>/dev/null
+    TAP=""
+    LINK=user
+    say "no tap link could be made (ip tuntap): the browser goes through QEMU's user networking"
+  fi
+  ;;
+user) ;;
+*) abort "LUCI_LINK=$LINK: tap or user" ;;
 esac
 host_prereqs
 command -v node >/dev/null || apt_install nodejs npm || abort "could not install node"
@@ -219,6 +249,10 @@ write_file "$OVERLAY/etc/init.d/S50marmoset" 0755 <<'EOF'
 #!/bin/sh
 case $1 in start) ;; *) exit 0 ;; esac
 printf 'Starting ubusd, rpcd, /etc/init.d/uhttpd and /etc/init.d/uhttpd-openwrt: '
+# The tap link, when the host made one: the second NIC.
+if [ -e /sys/class/net/eth1 ]; then
+	ip link set eth1 up && ip addr add 198.18.0.2/24 dev eth1
+fi
 mkdir -p /var/run/ubus /var/lock
 setsid /sbin/ubusd -s /var/run/ubus/ubus.sock </dev/null >>/tmp/procd.log 2>&1 &
 i=0
@@ -268,13 +302,15 @@ export MARMOSET_QEMU_HOSTFWD=$fwd
 CONSOLE_LOG="$OUT/console.log"
 boot
 HP[80]=$PORT
+# at GUEST-PORT: where the host reaches that port of the guest.
+at() { if [ "$LINK" = tap ]; then echo "198.18.0.2:$1"; else echo "127.0.0.1:${HP[$1]}"; fi; }
 # LuCI's login page (403 with the password field) through each server, from QEMU's start.
 LOGIN_M="" LOGIN_U=""
-login_page() { curl -s --max-time 5 "http://127.0.0.1:$1/cgi-bin/luci/" 2>/dev/null | grep -q 'name="luci_password"'; }
+login_page() { curl -s --max-time 5 "http://$(at "$1")/cgi-bin/luci/" 2>/dev/null | grep -q 'name="luci_password"'; }
 deadline=$(($(date +%s) + BOOT_DEADLINE))
 while { [ -z "$LOGIN_M" ] || [ -z "$LOGIN_U" ]; } && [ "$(date +%s)" -lt "$deadline" ]; do
-  [ -n "$LOGIN_M" ] || ! login_page "${HP[80]}" || LOGIN_M=$(elapsed "$T_QEMU" "$(now)")
-  [ -n "$LOGIN_U" ] || ! login_page "${HP[8080]}" || LOGIN_U=$(elapsed "$T_QEMU" "$(now)")
+  [ -n "$LOGIN_M" ] || ! login_page 80 || LOGIN_M=$(elapsed "$T_QEMU" "$(now)")
+  [ -n "$LOGIN_U" ] || ! login_page 8080 || LOGIN_U=$(elapsed "$T_QEMU" "$(now)")
   sleep 0.1
 done
 if [ -z "$LOGIN_M" ] || [ -z "$LOGIN_U" ]; then
@@ -301,12 +337,12 @@ for round in $(seq 1 "$ROUNDS"); do
     [ $((round % 2)) = 0 ] && servers="uhttpd marmoset"
     for server in $servers; do
       case $server-$scheme in
-      marmoset-http) url="http://127.0.0.1:${HP[80]}" service=uhttpd ;;
-      marmoset-https-ec) url="https://127.0.0.1:${HP[443]}" service=uhttpd ;;
-      marmoset-https-rsa) url="https://127.0.0.1:${HP[4443]}" service=uhttpd ;;
-      uhttpd-http) url="http://127.0.0.1:${HP[8080]}" service=uhttpd-openwrt ;;
-      uhttpd-https-ec) url="https://127.0.0.1:${HP[8443]}" service=uhttpd-openwrt ;;
-      uhttpd-https-rsa) url="https://127.0.0.1:${HP[8444]}" service=uhttpd-openwrt ;;
+      marmoset-http) url="http://$(at 80)" service=uhttpd ;;
+      marmoset-https-ec) url="https://$(at 443)" service=uhttpd ;;
+      marmoset-https-rsa) url="https://$(at 4443)" service=uhttpd ;;
+      uhttpd-http) url="http://$(at 8080)" service=uhttpd-openwrt ;;
+      uhttpd-https-ec) url="https://$(at 8443)" service=uhttpd-openwrt ;;
+      uhttpd-https-rsa) url="https://$(at 8444)" service=uhttpd-openwrt ;;
       esac
       stat_of "$service"
       before=$S_TICKS
@@ -334,10 +370,10 @@ for round in $(seq 1 "$ROUNDS"); do
   for server in $servers; do
     for c in plain TLS_AES_128_GCM_SHA256 TLS_CHACHA20_POLY1305_SHA256; do
       case $server-$c in
-      marmoset-plain) url="http://127.0.0.1:${HP[80]}" service=uhttpd ;;
-      marmoset-*) url="https://127.0.0.1:${HP[443]}" service=uhttpd ;;
-      uhttpd-plain) url="http://127.0.0.1:${HP[8080]}" service=uhttpd-openwrt ;;
-      uhttpd-*) url="https://127.0.0.1:${HP[8443]}" service=uhttpd-openwrt ;;
+      marmoset-plain) url="http://$(at 80)" service=uhttpd ;;
+      marmoset-*) url="https://$(at 443)" service=uhttpd ;;
+      uhttpd-plain) url="http://$(at 8080)" service=uhttpd-openwrt ;;
+      uhttpd-*) url="https://$(at 8443)" service=uhttpd-openwrt ;;
       esac
       stat_of "$service"
       before=$S_TICKS
@@ -363,7 +399,7 @@ say "peak RSS: $(tr '\n' ';' <"$OUT/peak.txt")"
 guest 30 "uname -a; cat /proc/cpuinfo | head -n 8; free"
 printf '%s\n' "$GOUT" >"$OUT/guest-info.txt"
 printf 'poweroff -f\n' >&7
-python3 "$BENCH/luci-guest-report.py" "$ROWS" "$OUT/peak.txt" "$MODE" "$LOGIN_M" "$LOGIN_U" \
+python3 "$BENCH/luci-guest-report.py" "$ROWS" "$OUT/peak.txt" "$MODE, link $LINK" "$LOGIN_M" "$LOGIN_U" \
   >"$OUT/results.md" || fail "bench/luci-guest-report.py failed"
 cat "$OUT/results.md"
 finish

@@ -29,6 +29,9 @@
 # OPENWRT_STACK_PASSWORD: root's password in that shadow (default marmoset).
 # LUCI_PAGE_LOADS=N: after the checks, each admin page is loaded N times through each server (curl, one
 # after the other) and the medians printed (figures, not checks).
+# LUCI_BROWSER_ROUNDS=N: then headless Chromium (bench/luci-guest.mjs, as on the MIPS guest) logs in
+# and opens the admin pages through each server in turn, N rounds (the order alternating), and each
+# page's median time to its last ubus answer is printed (figures, not checks).
 # MARMOSET_UBUS_BIN: a marmoset built with `--features ubus`; by default the `tls,ubus` build
 # marmoset-uhttpd ships, in $CARGO_TARGET_DIR/release-tls-ubus (built when out of date).
 # Skips with one line and exit 77 when OPENWRT_STACK_DIR is unset or not run as root. Last line: "N passed,
@@ -210,6 +213,36 @@ if [ -n "$pages" ]; then
 else
 	add_counts "$(python3 tests/luci/pages.py "http://127.0.0.1:$ref_port" "http://127.0.0.1:$mar_port" \
 		"${OPENWRT_STACK_PASSWORD:-marmoset}" "${LUCI_PAGE_LOADS:-0}")"
+fi
+if [ -z "$pages" ] && [ "${LUCI_BROWSER_ROUNDS:-0}" -gt 0 ]; then
+	# The login lands on Status -> Overview; it is opened again on its own at the end.
+	browser_pages="admin/status/overview admin/system/system admin/network/network admin/system/admin admin/status/processes admin/status/overview"
+	: >"$work/browser.rows"
+	for round in $(seq "$LUCI_BROWSER_ROUNDS"); do
+		order="uhttpd marmoset"
+		[ $((round % 2)) = 0 ] && order="marmoset uhttpd"
+		for server in $order; do
+			port=$ref_port
+			[ "$server" = marmoset ] && port=$mar_port
+			# shellcheck disable=SC2086 # page names, one word each
+			LUCI_URL=http://127.0.0.1:$port LUCI_PASSWORD=${OPENWRT_STACK_PASSWORD:-marmoset} \
+				node bench/luci-guest.mjs $browser_pages >"$work/browser.out" 2>"$work/browser.log" ||
+				bad "Chromium's visit through $server, round $round" || cat "$work/browser.log"
+			sed "s/^/$server /" "$work/browser.out" >>"$work/browser.rows"
+		done
+	done
+	python3 - "$work/browser.rows" <<'EOF'
+import json, statistics, sys
+times = {}
+for line in open(sys.argv[1]):
+    server, row = line.split(' ', 1)
+    row = json.loads(row)
+    times.setdefault(row['page'], {}).setdefault(server, []).append(row['ms_last_ubus'])
+for page, t in times.items():
+    u, m = (statistics.median(t.get(s, [0])) for s in ('uhttpd', 'marmoset'))
+    print(f"time - {page}: uhttpd {u:.0f} ms, marmoset {m:.0f} ms to the last ubus answer "
+          f"(Chromium, median of {len(t.get('marmoset', []))} visits each)")
+EOF
 fi
 if [ "$fail" != 0 ]; then
 	echo "marmoset's log:"
