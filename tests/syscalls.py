@@ -8,7 +8,9 @@ runs that differ only in the number of requests give the cost of one request
 (start-up and shutdown cancel out). It fails when a request costs more than
 3 system calls, reads the clock more than once, or hands work to another
 thread (a futex call), steadily or in bursts after an idle pause, the way a
-browser loads a page.
+browser loads a page; and when a new connection per request makes the
+server read anything but the connection (`read` is not how it reads a
+socket), such as its file watch.
 
     tests/syscalls.py --bin target/release/marmoset
     tests/syscalls.py --bin BIN --runner qemu-mipsel-static
@@ -89,9 +91,10 @@ def read_answer(sock, pending):
     return rest[length:]
 
 
-def run(args, root, bursts, per_burst, pause):
+def run(args, root, bursts, per_burst, pause, fresh=False):
     """Counts by call name of one server life serving `bursts` x `per_burst`
-    requests on one connection, idle `pause` seconds before each burst."""
+    requests on one connection (`fresh`: each on a new one), idle `pause`
+    seconds before each burst."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "trace")
         proc, port, pid = start(args, root, log)
@@ -105,6 +108,10 @@ def run(args, root, bursts, per_burst, pause):
                 # waiting for the reactor and block on it.
                 time.sleep(pause)
                 for _ in range(per_burst):
+                    if fresh:
+                        sock.close()
+                        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                        pending = b""
                     sock.sendall(request)
                     pending = read_answer(sock, pending)
             sock.close()
@@ -191,6 +198,13 @@ def main():
             others = other_threads(dt) - other_threads(ct)
             if others > 0:
                 failures.append(f"{others} more calls from other threads than the serving one in 10 bursts")
+
+        # A new connection for each request: 100 against 600.
+        (e, _), (g, _) = run(args, root, 1, 100, 0, True), run(args, root, 1, 600, 0, True)
+        fresh = per_request(e, g, 500)
+        show("a new connection each", fresh)
+        if fresh.get("read", 0) > SLACK:
+            failures.append(f"{fresh['read']:.2f} reads per connection of something not the connection")
 
     for f in failures:
         print("FAIL:", f)

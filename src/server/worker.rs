@@ -335,6 +335,11 @@ fn start(
     sockets: &[(Rc<Async<TcpListener>>, bool)],
     role: Role,
 ) {
+    // A task of its own, so that it runs when the kernel reports a change,
+    // not each time a connection ends and wakes the task below (each run
+    // reads the watch once: a system call per connection).
+    let kept = w.clone();
+    let keeping = ex.spawn(async move { kept.site.root.keep_current().await });
     let held = w.clone();
     ex.spawn(async move {
         let w = held;
@@ -344,7 +349,8 @@ fn start(
                 future::or(w.stop.notified(), mine.freed().notified()).await;
             }
         };
-        future::or(w.site.root.keep_current(), replaced).await;
+        // Dropping `keeping` cancels it.
+        future::or(keeping, replaced).await;
         match role {
             Role::Forked => std::process::exit(0),
             Role::Alone => w.release(),
