@@ -14,7 +14,8 @@ use nix::sys::socket::{
 use nix::unistd::{Gid, Group, Uid, User};
 
 /// Opens a listening TCP socket. IP_FREEBIND lets a device bind an address
-/// its interface does not have yet (a known uhttpd complaint at boot).
+/// its interface does not have yet (a known uhttpd complaint at boot). Its
+/// connections have TCP_NODELAY.
 pub fn listen(addr: SocketAddr) -> io::Result<OwnedFd> {
     let family = if addr.is_ipv4() {
         AddressFamily::Inet
@@ -34,6 +35,9 @@ pub fn listen(addr: SocketAddr) -> io::Result<OwnedFd> {
     }
     // Linux honours IP_FREEBIND on IPv6 sockets too.
     let _ = socket::setsockopt(&fd, sockopt::IpFreebind, &true);
+    // Linux copies TCP_NODELAY to each connection accepted: set before the
+    // first can come, it costs no system call per connection.
+    set_nodelay(&fd);
     socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr))?;
     // 511 as nginx does; the kernel caps it at net.core.somaxconn. Not through
     // nix's Backlog: it refuses values above the libc's SOMAXCONN constant,
@@ -285,7 +289,7 @@ pub fn send_tls_record(sock: &impl AsRawFd, content_type: u8, payload: &[u8]) ->
     Ok(sent as usize)
 }
 
-pub fn set_nodelay(sock: &impl AsFd) {
+fn set_nodelay(sock: &impl AsFd) {
     let _ = socket::setsockopt(sock, sockopt::TcpNoDelay, &true);
 }
 

@@ -10,7 +10,8 @@ runs that differ only in the number of requests give the cost of one request
 thread (a futex call), steadily or in bursts after an idle pause, the way a
 browser loads a page; and when a new connection per request makes the
 server read anything but the connection (`read` is not how it reads a
-socket), such as its file watch.
+socket), such as its file watch. And when the server's end of a connection
+has no TCP_NODELAY (it comes from the listener, where the server sets it).
 
     tests/syscalls.py --bin target/release/marmoset
     tests/syscalls.py --bin BIN --runner qemu-mipsel-static
@@ -18,6 +19,7 @@ socket), such as its file watch.
 
 import argparse
 import collections
+import ctypes
 import os
 import re
 import signal
@@ -37,6 +39,9 @@ SLACK = 0.1
 CLOCKS = ("clock_gettime", "clock_gettime64", "gettimeofday", "time")
 HANDOFFS = ("futex",)
 START_DEADLINE = 60.0
+# pidfd_getfd(2)'s number on x86_64 and in the generic table (arm64): this
+# script runs on the build host, the server under qemu-user too.
+PIDFD_GETFD = 438
 
 NATIVE_CALL = re.compile(r"^(\d+)\s+([a-z_0-9]+)\(")
 QEMU_CALL = re.compile(r"(?:^|\D)(\d+) ([a-z_0-9]+)\(")
@@ -91,10 +96,41 @@ def read_answer(sock, pending):
     return rest[length:]
 
 
-def run(args, root, bursts, per_burst, pause, fresh=False):
+def server_nodelay(pid, client):
+    """TCP_NODELAY on the server's end of `client`, read on a copy of its
+    descriptor (pidfd_getfd: Linux 5.6, root); None if that cannot be done."""
+    port = client.getsockname()[1]
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            field = row.split()
+            if int(field[2].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{field[9]}]")
+    try:
+        fds = [n for n in os.listdir(f"/proc/{pid}/fd") if os.readlink(f"/proc/{pid}/fd/{n}") in inodes]
+        pidfd = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.syscall(PIDFD_GETFD, pidfd, int(fds[0]), 0) if fds else -1
+    finally:
+        os.close(pidfd)
+    if fd < 0:
+        return None
+    with socket.socket(fileno=fd) as theirs:
+        return theirs.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+
+def run(args, root, bursts, per_burst, pause, fresh=False, probe=None):
     """Counts by call name of one server life serving `bursts` x `per_burst`
     requests on one connection (`fresh`: each on a new one), idle `pause`
-    seconds before each burst."""
+    seconds before each burst; `probe(pid, socket)` after the first answer."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "trace")
         proc, port, pid = start(args, root, log)
@@ -114,6 +150,9 @@ def run(args, root, bursts, per_burst, pause, fresh=False):
                         pending = b""
                     sock.sendall(request)
                     pending = read_answer(sock, pending)
+                    if probe:
+                        probe(pid, sock)
+                        probe = None
             sock.close()
         finally:
             # The server itself: strace, signalled, would leave it running.
@@ -172,7 +211,14 @@ def main():
             f.write("x" * PAGE)
 
         # Steady keep-alive: 200 against 1200 requests.
-        (a, _), (b, _) = run(args, root, 1, 200, 0), run(args, root, 1, 1200, 0)
+        nodelay = []
+        (a, _), (b, _) = run(args, root, 1, 200, 0, probe=lambda *p: nodelay.append(server_nodelay(*p))), run(
+            args, root, 1, 1200, 0
+        )
+        if nodelay[0] is None:
+            print("skip: the server's TCP_NODELAY not read (pidfd_getfd needs Linux 5.6 and root)")
+        elif not nodelay[0]:
+            failures.append("the server's end of a connection has no TCP_NODELAY")
         steady = per_request(a, b, 1000)
         total = show("steady", steady)
         clocks = sum(steady.get(n, 0) for n in CLOCKS)

@@ -46,6 +46,16 @@ impl Input {
         Ok(n)
     }
 
+    /// Takes what the client has sent already, without waiting. The
+    /// buffer goes back to the pool if there was nothing.
+    pub fn take_ready(&mut self, sock: &Sock) {
+        let buf = self.buf.get_or_insert_with(|| self.pool.head());
+        match sock.read_ready(&mut buf[self.len..]) {
+            Some(n) => self.len += n,
+            None => self.release(),
+        }
+    }
+
     /// Drops `n` bytes from the front, keeping what follows.
     pub fn consume(&mut self, n: usize) {
         let n = n.min(self.len);

@@ -225,6 +225,20 @@ impl Sock {
         }
     }
 
+    /// What the client of a plain connection has sent already, read without
+    /// waiting; `None` when there is nothing (or an error the next read
+    /// meets again), or the connection is TLS.
+    pub fn read_ready(&self, buf: &mut [u8]) -> Option<usize> {
+        #[cfg(feature = "tls")]
+        if !matches!(self.records, Records::Plain) {
+            return None;
+        }
+        match self.stream.get_ref().read(buf) {
+            Ok(n) if n > 0 => Some(n),
+            _ => None,
+        }
+    }
+
     /// Reads what is there into `buf`, waiting until `deadline`; `Ok(0)` at end of stream.
     pub async fn read_some(&self, buf: &mut [u8], deadline: Instant) -> Result<usize, End> {
         #[cfg(feature = "tls")]

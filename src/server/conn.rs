@@ -229,6 +229,12 @@ impl Conn {
             // No request under way until a whole head is in (a pipelined
             // one too): the first to be asked to close.
             self.place.idle();
+            // A new connection's first request has usually come by the time
+            // it is accepted: read at once, it needs no wait for it (two
+            // system calls and a turn of the loop).
+            if self.served == 0 && self.input.is_empty() {
+                self.input.take_ready(&self.sock);
+            }
             if self.input.is_empty() {
                 self.input.release();
                 let until = if self.served == 0 {

@@ -435,7 +435,6 @@ async fn accept_loop(
                     log::debug!("{peer}: the client holds its share of the connections");
                     continue;
                 };
-                sys::set_nodelay(stream.get_ref());
                 ex.spawn(conn::serve(
                     w.clone(),
                     stream,
