@@ -8,10 +8,9 @@ runs that differ only in the number of requests give the cost of one request
 (start-up and shutdown cancel out). It fails when a request costs more than
 3 system calls, reads the clock more than once, or hands work to another
 thread (a futex call), steadily or in bursts after an idle pause, the way a
-browser loads a page; and when a new connection per request makes the
-server read anything but the connection (`read` is not how it reads a
-socket), such as its file watch. And when the server's end of a connection
-has no TCP_NODELAY (it comes from the listener, where the server sets it).
+browser loads a page; when a new connection per request makes the server
+`read` (it reads no socket so: its file watch, say); and when the server's
+end of a connection lacks TCP_NODELAY (it has it from the listener).
 
     tests/syscalls.py --bin target/release/marmoset
     tests/syscalls.py --bin BIN --runner qemu-mipsel-static
@@ -212,9 +211,11 @@ def main():
 
         # Steady keep-alive: 200 against 1200 requests.
         nodelay = []
-        (a, _), (b, _) = run(args, root, 1, 200, 0, probe=lambda *p: nodelay.append(server_nodelay(*p))), run(
-            args, root, 1, 1200, 0
-        )
+
+        def probe(pid, sock):
+            nodelay.append(server_nodelay(pid, sock))
+
+        (a, _), (b, _) = run(args, root, 1, 200, 0, probe=probe), run(args, root, 1, 1200, 0)
         if nodelay[0] is None:
             print("skip: the server's TCP_NODELAY not read (pidfd_getfd needs Linux 5.6 and root)")
         elif not nodelay[0]:
