@@ -552,73 +552,56 @@ a%20b%2f~ a b" ]
 	fd_count() { set -- "/proc/$1/fd/"*; echo $#; }
 	children() { cat "/proc/$handler/task/$handler/children" 2>/dev/null; }
 	count() { echo $#; }
-	# shellcheck disable=SC2120
-	# until_spares [PID...]: within 5 s, luci-scgi.uc has exactly two
-	# children (its spares), none of them one of PIDs.
-	until_spares() {
+	# eventually COMMAND...: it succeeds within 5 s.
+	eventually() {
 		_n=50
-		while [ "$_n" -gt 0 ]; do
-			_kids=" $(children) " _ok=yes
-			for _p in "$@"; do case $_kids in *" $_p "*) _ok=no ;; esac; done
-			# shellcheck disable=SC2086
-			[ "$(count $_kids)" = 2 ] && [ "$_ok" = yes ] && return 0
-			sleep 0.1
+		until "$@"; do
 			_n=$((_n - 1))
-		done
-		return 1
-	}
-	# until_changed PID...: within 5 s, two spares again, not all of PIDs;
-	# prints how many of PIDs remain.
-	until_changed() {
-		_n=50
-		while [ "$_n" -gt 0 ]; do
-			_kids=" $(children) " _kept=0
-			for _p in "$@"; do case $_kids in *" $_p "*) _kept=$((_kept + 1)) ;; esac; done
-			# shellcheck disable=SC2086
-			if [ "$(count $_kids)" = 2 ] && [ "$_kept" -lt $# ]; then
-				echo "$_kept"
-				return 0
-			fi
+			[ "$_n" -gt 0 ] || return 1
 			sleep 0.1
-			_n=$((_n - 1))
 		done
-		return 1
 	}
-	check "two spares wait for requests before any comes" until_spares
+	# spares [PID...]: luci-scgi.uc has exactly two children (its spares),
+	# none of them one of PIDs.
+	spares() {
+		_kids=" $(children) "
+		for _p in "$@"; do case $_kids in *" $_p "*) return 1 ;; esac; done
+		# shellcheck disable=SC2086
+		[ "$(count $_kids)" = 2 ]
+	}
+	# changed PID...: two spares, not all of them PIDs; kept: how many are.
+	changed() {
+		_kids=" $(children) " kept=0
+		for _p in "$@"; do case $_kids in *" $_p "*) kept=$((kept + 1)) ;; esac; done
+		# shellcheck disable=SC2086
+		[ "$(count $_kids)" = 2 ] && [ "$kept" -lt $# ]
+	}
+	check "two spares wait for requests before any comes" eventually spares
 	fds=$(fd_count "$handler")
 	before=$(children)
 	curl -s -o /dev/null "http://127.0.0.1:$P1/cgi-bin/luci/x"
 	# shellcheck disable=SC2086
-	kept=$(until_changed $before)
+	eventually changed $before || kept=none
 	check "a request is taken by one of them, and one new spare replaces it" [ "$kept" = 1 ] ||
 		echo "     before: $before, now: $(children)"
 	for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$P1/cgi-bin/luci/x"; done
-	# shellcheck disable=SC2119
-	until_spares
+	eventually spares
 	check "50 requests later, luci-scgi.uc holds as many descriptors ($fds)" \
 		[ "$(fd_count "$handler")" -le "$fds" ]
 	victim=$(children | { read -r a _; echo "$a"; })
 	kill -KILL "$victim"
-	check "a spare killed while it waits is replaced" until_spares "$victim"
+	check "a spare killed while it waits is replaced" eventually spares "$victim"
 	out=$(curl -s "http://127.0.0.1:$P1/cgi-bin/luci/x" | head -n 1)
 	check "and the next request is answered" [ "$out" = "GET /cgi-bin/luci /x  1.1" ] || echo "     got: $out"
 	spares=$(children)
-	# none_left PID...: within 5 s, none of them is running.
+	# none_left PID...: none of them is running.
 	none_left() {
-		_n=50
-		while [ "$_n" -gt 0 ]; do
-			_left=
-			for _p in "$@"; do kill -0 "$_p" 2>/dev/null && _left=1; done
-			[ -z "$_left" ] && return 0
-			sleep 0.1
-			_n=$((_n - 1))
-		done
-		return 1
+		for _p in "$@"; do ! kill -0 "$_p" 2>/dev/null || return 1; done
 	}
 	kill -KILL "$handler"
 	wait "$handler" 2>/dev/null
 	# shellcheck disable=SC2086
-	check "luci-scgi.uc killed: its spares end with it" none_left $spares ||
+	check "luci-scgi.uc killed: its spares end with it" eventually none_left $spares ||
 		ps -o pid,ppid,stat,args $spares | sed 's/^/     /'
 	stop
 	# Against uhttpd's own ucode_prefix, when it was built there too: one
