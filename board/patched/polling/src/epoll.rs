@@ -60,8 +60,13 @@ struct Source {
     key: usize,
     /// `None`: another mode, or extra flags asked; passed to the kernel as it is.
     oneshot: Option<Want>,
-    /// The flags last given to the kernel.
+    /// The flags last given to the kernel, or to give it.
     kernel: epoll::EventFlags,
+    /// Whether the kernel holds the descriptor. A oneshot source added
+    /// with no interest (as async-io adds every socket) reaches the kernel
+    /// with its first interest: a connection answered and closed without
+    /// ever waiting costs no `epoll_ctl` at all.
+    in_kernel: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -179,14 +184,17 @@ impl Poller {
         #[cfg(feature = "tracing")]
         let _enter = span.enter();
 
-        let source = Source::new(&ev, mode);
+        let mut source = Source::new(&ev, mode);
+        source.in_kernel = source.oneshot != Some(Want::default());
         let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
-        epoll::add(
-            &self.epoll_fd,
-            unsafe { rustix::fd::BorrowedFd::borrow_raw(fd) },
-            epoll::EventData::new_u64(fd as u64),
-            source.kernel,
-        )?;
+        if source.in_kernel {
+            epoll::add(
+                &self.epoll_fd,
+                unsafe { rustix::fd::BorrowedFd::borrow_raw(fd) },
+                epoll::EventData::new_u64(fd as u64),
+                source.kernel,
+            )?;
+        }
         let slot = fd as usize;
         if sources.len() <= slot {
             sources.resize(slot + 1, None);
@@ -233,21 +241,23 @@ impl Poller {
         let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
         let slot = fd.as_raw_fd() as usize;
         let kept = sources.get(slot).copied().flatten();
+        let in_kernel = kept.map_or(true, |k| k.in_kernel);
         let mut source = Source::new(&ev, mode);
         if let (Some(want), Some(kept)) = (source.oneshot, kept.filter(|k| k.oneshot.is_some())) {
             let keep_read = kept.kernel.contains(epoll::EventFlags::IN);
             source.kernel = want.kernel_flags(keep_read);
             if source.kernel == kept.kernel {
+                source.in_kernel = in_kernel;
                 sources[slot] = Some(source);
                 return Ok(());
             }
         }
-        epoll::modify(
-            &self.epoll_fd,
-            fd,
-            epoll::EventData::new_u64(slot as u64),
-            source.kernel,
-        )?;
+        let data = epoll::EventData::new_u64(slot as u64);
+        if in_kernel {
+            epoll::modify(&self.epoll_fd, fd, data, source.kernel)?;
+        } else {
+            epoll::add(&self.epoll_fd, fd, data, source.kernel)?;
+        }
         if sources.len() <= slot {
             sources.resize(slot + 1, None);
         }
@@ -269,8 +279,11 @@ impl Poller {
         let _enter = span.enter();
 
         let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
-        epoll::delete(&self.epoll_fd, fd)?;
-        if let Some(slot) = sources.get_mut(fd.as_raw_fd() as usize) {
+        let slot = fd.as_raw_fd() as usize;
+        if sources.get(slot).copied().flatten().map_or(true, |s| s.in_kernel) {
+            epoll::delete(&self.epoll_fd, fd)?;
+        }
+        if let Some(slot) = sources.get_mut(slot) {
             *slot = None;
         }
 
@@ -503,6 +516,7 @@ impl Source {
                 Some(want) => want.kernel_flags(false),
                 None => epoll_flags(ev, mode) | ev.extra.flags,
             },
+            in_kernel: true,
         }
     }
 }

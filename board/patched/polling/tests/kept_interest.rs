@@ -140,3 +140,40 @@ fn many_sources_each_get_their_own_key() -> io::Result<()> {
     assert!(wait(&poller, 50)?.is_empty());
     Ok(())
 }
+
+/// Whether the kernel's epoll set holds `fd` (its `tfd:` lines in fdinfo).
+fn kernel_holds(poller: &Poller, fd: &impl std::os::fd::AsRawFd) -> bool {
+    use std::os::fd::AsRawFd;
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", poller.as_raw_fd()))
+        .unwrap();
+    let wanted = fd.as_raw_fd().to_string();
+    info.lines()
+        .filter_map(|l| l.strip_prefix("tfd:"))
+        .any(|l| l.split_whitespace().next() == Some(wanted.as_str()))
+}
+
+#[test]
+fn a_source_added_with_no_interest_reaches_the_kernel_with_its_first() -> io::Result<()> {
+    let poller = Poller::new()?;
+    let (mut client, server) = pair()?;
+    // Added and deleted without ever waiting: the kernel never sees it.
+    unsafe { poller.add(&server, Event::none(8))? };
+    assert!(!kernel_holds(&poller, &server));
+    poller.modify(&server, Event::none(8))?;
+    assert!(!kernel_holds(&poller, &server));
+    poller.delete(&server)?;
+    // Added again; what arrived before the first interest is reported.
+    unsafe { poller.add(&server, Event::none(9))? };
+    client.write_all(b"x")?;
+    assert!(wait(&poller, 50)?.is_empty());
+    poller.modify(&server, Event::readable(9))?;
+    assert!(kernel_holds(&poller, &server));
+    let got = wait(&poller, 2000)?;
+    assert!(got.len() == 1 && got[0].key == 9 && got[0].readable);
+    poller.delete(&server)?;
+    assert!(!kernel_holds(&poller, &server));
+    // An interest given at once still goes straight to the kernel.
+    unsafe { poller.add(&server, Event::readable(10))? };
+    assert!(kernel_holds(&poller, &server));
+    Ok(())
+}
