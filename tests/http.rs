@@ -132,6 +132,30 @@ fn http10_closes_unless_keep_alive() {
     );
 }
 
+/// A close the client asked for (no body, nothing after the request)
+/// comes without the linger: an answer larger than the socket's buffers,
+/// which the server must wait to send, still arrives whole, then the end.
+#[test]
+fn a_close_the_client_asked_for_still_ends_a_large_answer_whole() {
+    let s = Server::start(&[]);
+    let big: Vec<u8> = (0..8 << 20).map(|i| b'a' + (i % 26) as u8).collect();
+    s.root.write("big.bin", &big);
+    for version in ["HTTP/1.1\r\nHost: t\r\nConnection: close", "HTTP/1.0"] {
+        let mut c = s.connect();
+        write!(c, "GET /big.bin {version}\r\n\r\n").unwrap();
+        let r = read_response(&mut c, false).unwrap();
+        assert_eq!(r.status, 200, "{version}");
+        assert!(
+            r.body == big,
+            "{version}: {} of {} bytes",
+            r.body.len(),
+            big.len()
+        );
+        assert_eq!(read_to_close(&mut c), "", "{version}");
+    }
+    s.assert_healthy();
+}
+
 #[test]
 fn pipelined_requests_are_answered_in_order() {
     let s = Server::start(&[]);

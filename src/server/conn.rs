@@ -83,6 +83,9 @@ struct Conn {
     local: SocketAddr,
     input: Input,
     served: u32,
+    /// The last request asked for the close and had no body: the client
+    /// sends nothing more, so the close needs no linger.
+    client_done: bool,
     /// The current request's first line, kept when there is an access log.
     request_line: Option<Vec<u8>>,
     /// Its place among the connections the worker may ask to close at
@@ -192,6 +195,7 @@ impl Conn {
             local,
             input: Input::new(w.pool.clone()),
             served: 0,
+            client_done: false,
             request_line: None,
             place,
             w,
@@ -267,6 +271,13 @@ impl Conn {
                 Err(_) => return,
             }
         }
+        if self.client_done && self.input.is_empty() {
+            // Nothing unread, and nothing more coming: closed at once, the
+            // answer still goes out whole (no reset).
+            #[cfg(feature = "tls")]
+            self.sock.end_tls().await;
+            return;
+        }
         self.close_gently().await;
     }
 
@@ -293,6 +304,7 @@ impl Conn {
     /// Reads one request head and answers it; `None` if the client closed first.
     async fn serve_one(&mut self) -> Result<Option<Sent>, End> {
         let deadline = self.w.deadlines.after(self.w.config.header_timeout);
+        self.client_done = false;
         let mut verdict = None;
         let step = loop {
             let decided = self.decide(verdict.take());
@@ -387,6 +399,7 @@ impl Conn {
                 routed = Routed::Respond(r);
             }
         }
+        self.client_done = !req.keep_alive && req.body == BodyKind::None;
         let last = self.served + 1 >= self.w.config.max_requests;
         let meta = Meta {
             reply: Reply {
