@@ -38,6 +38,7 @@ pub fn listen(addr: SocketAddr) -> io::Result<OwnedFd> {
     // Linux copies TCP_NODELAY to each connection accepted: set before the
     // first can come, it costs no system call per connection.
     set_nodelay(&fd);
+    defer_accept(&fd);
     socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(addr))?;
     // 511 as nginx does; the kernel caps it at net.core.somaxconn. Not through
     // nix's Backlog: it refuses values above the libc's SOMAXCONN constant,
@@ -291,6 +292,26 @@ pub fn send_tls_record(sock: &impl AsRawFd, content_type: u8, payload: &[u8]) ->
 
 fn set_nodelay(sock: &impl AsFd) {
     let _ = socket::setsockopt(sock, sockopt::TcpNoDelay, &true);
+}
+
+/// TCP_DEFER_ACCEPT: a connection is handed to accept(2) when its first
+/// bytes come (an HTTP or TLS client always speaks first), not at the
+/// handshake's end: the worker wakes once per client, and its read finds
+/// the request there. One that stays silent comes after about a second
+/// (the kernel's first SYN-ACK retransmission), and then waits as before.
+fn defer_accept(sock: &impl AsFd) {
+    let seconds: nix::libc::c_int = 1;
+    // SAFETY: setsockopt(2) on a socket we borrow, with a c_int it reads
+    // and the size of that c_int.
+    unsafe {
+        nix::libc::setsockopt(
+            sock.as_fd().as_raw_fd(),
+            nix::libc::IPPROTO_TCP,
+            nix::libc::TCP_DEFER_ACCEPT,
+            (&seconds as *const nix::libc::c_int).cast(),
+            std::mem::size_of::<nix::libc::c_int>() as nix::libc::socklen_t,
+        );
+    }
 }
 
 /// TCP_CORK: while set, only full segments leave; clearing it sends the

@@ -32,6 +32,40 @@ fn a_silent_connection_is_closed_by_the_header_timeout() {
     assert_eq!(read_to_close(&mut c), "", "closed without an answer");
 }
 
+/// The kernel hands a connection to the server with its first bytes
+/// (TCP_DEFER_ACCEPT): until the client speaks, the server's end is still
+/// half-open in the kernel's table, not a connection the worker woke for.
+#[test]
+fn a_connection_is_handed_over_with_its_first_bytes() {
+    let s = Server::start(&[]);
+    let mut c = s.connect();
+    let client_port = c.local_addr().unwrap().port();
+    assert_eq!(
+        server_end_state(s.port, client_port),
+        Some(SYN_RECV),
+        "the server's end before the client spoke"
+    );
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let out = read_to_close(&mut c);
+    assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+}
+
+const SYN_RECV: u8 = 3;
+
+/// The TCP state of the server's end of a connection from `client_port`,
+/// as /proc/net/tcp lists it (request sockets included).
+fn server_end_state(server_port: u16, client_port: u16) -> Option<u8> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let port = |addr: &str| u16::from_str_radix(addr.rsplit(':').next()?, 16).ok();
+    table.lines().skip(1).find_map(|row| {
+        let f: Vec<&str> = row.split_whitespace().collect();
+        (port(f[1]) == Some(server_port) && port(f[2]) == Some(client_port))
+            .then(|| u8::from_str_radix(f[3], 16).ok())
+            .flatten()
+    })
+}
+
 #[test]
 fn an_idle_keep_alive_connection_is_closed() {
     let s = Server::start(&["--keepalive-timeout", "1"]);
