@@ -1,6 +1,6 @@
 # Result counting shared by the shell tests: `ok DESC`, `bad DESC`,
 # `check DESC COMMAND...` (ok when the command succeeds, else bad and
-# status 1), `not COMMAND...`. Each test ends with "N passed, M failed".
+# status 1), `not COMMAND...`, `eventually SECONDS COMMAND...`. Each test ends with "N passed, M failed".
 # `skip REASON` says what was not checked for want of an input: a line
 # "skip - REASON", also appended to $MARMOSET_SKIP_LOG when tests/run.sh sets
 # it (its summary names them); a test that could check nothing of what it is
@@ -17,6 +17,17 @@ check() {
 	if "$@"; then ok "$d"; else bad "$d"; return 1; fi
 }
 not() { ! "$@"; }
+# eventually SECONDS COMMAND...: COMMAND succeeds within SECONDS (tried
+# every 0.1 s): a wait for a condition with a deadline.
+eventually() {
+	_tries=$(($1 * 10))
+	shift
+	until "$@"; do
+		_tries=$((_tries - 1))
+		[ "$_tries" -gt 0 ] || return 1
+		sleep 0.1
+	done
+}
 # shellcheck disable=SC2034 # read by the scripts that source this file
 SKIPPED=77
 skip() {

@@ -72,15 +72,8 @@ EOT
 }
 
 # Wait (at most 10 s) until the server answers with the token.
-serving() {
-	i=0
-	while [ $i -lt 100 ]; do
-		[ "$(curl -s --max-time 2 "http://127.0.0.1:$PORT/index.html")" = "$TOKEN" ] && return 0
-		sleep 0.1
-		i=$((i + 1))
-	done
-	return 1
-}
+serving() { eventually 10 answers_token; }
+answers_token() { [ "$(curl -s --max-time 2 "http://127.0.0.1:$PORT/index.html")" = "$TOKEN" ]; }
 # Alive and not a zombie: in a container, pid 1 may never reap the daemon
 # that start-stop-daemon --background detached.
 alive() {

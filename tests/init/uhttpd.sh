@@ -536,13 +536,8 @@ a%20b%2f~ a b" ]
 		streamers="$streamers $!"
 	done
 	streamed() { for i in 1 2 3; do [ "$(cat "$TMP/stream$i.out")" = "$1" ] || return 1; done; }
-	_n=100
-	while [ "$_n" -gt 0 ] && ! streamed first; do
-		sleep 0.1
-		_n=$((_n - 1))
-	done
 	check "a body's first piece reaches the client while the handler is still running (three at once)" \
-		streamed first || head "$TMP"/stream?.out | sed 's/^/     /'
+		eventually 10 streamed first || head "$TMP"/stream?.out | sed 's/^/     /'
 	touch "$TMP/streamed"
 	# shellcheck disable=SC2086
 	wait $streamers
@@ -552,15 +547,6 @@ a%20b%2f~ a b" ]
 	fd_count() { set -- "/proc/$1/fd/"*; echo $#; }
 	children() { cat "/proc/$handler/task/$handler/children" 2>/dev/null; }
 	count() { echo $#; }
-	# eventually COMMAND...: it succeeds within 5 s.
-	eventually() {
-		_n=50
-		until "$@"; do
-			_n=$((_n - 1))
-			[ "$_n" -gt 0 ] || return 1
-			sleep 0.1
-		done
-	}
 	# spares [PID...]: luci-scgi.uc has exactly two children (its spares),
 	# none of them one of PIDs.
 	spares() {
@@ -576,21 +562,21 @@ a%20b%2f~ a b" ]
 		# shellcheck disable=SC2086
 		[ "$(count $_kids)" = 2 ] && [ "$kept" -lt $# ]
 	}
-	check "two spares wait for requests before any comes" eventually spares
+	check "two spares wait for requests before any comes" eventually 5 spares
 	fds=$(fd_count "$handler")
 	before=$(children)
 	curl -s -o /dev/null "http://127.0.0.1:$P1/cgi-bin/luci/x"
 	# shellcheck disable=SC2086
-	eventually changed $before || kept=none
+	eventually 5 changed $before || kept=none
 	check "a request is taken by one of them, and one new spare replaces it" [ "$kept" = 1 ] ||
 		echo "     before: $before, now: $(children)"
 	for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$P1/cgi-bin/luci/x"; done
-	eventually spares
+	eventually 5 spares
 	check "50 requests later, luci-scgi.uc holds as many descriptors ($fds)" \
 		[ "$(fd_count "$handler")" -le "$fds" ]
 	victim=$(children | { read -r a _; echo "$a"; })
 	kill -KILL "$victim"
-	check "a spare killed while it waits is replaced" eventually spares "$victim"
+	check "a spare killed while it waits is replaced" eventually 5 spares "$victim"
 	out=$(curl -s "http://127.0.0.1:$P1/cgi-bin/luci/x" | head -n 1)
 	check "and the next request is answered" [ "$out" = "GET /cgi-bin/luci /x  1.1" ] || echo "     got: $out"
 	spares=$(children)
@@ -601,7 +587,7 @@ a%20b%2f~ a b" ]
 	kill -KILL "$handler"
 	wait "$handler" 2>/dev/null
 	# shellcheck disable=SC2086
-	check "luci-scgi.uc killed: its spares end with it" eventually none_left $spares ||
+	check "luci-scgi.uc killed: its spares end with it" eventually 5 none_left $spares ||
 		ps -o pid,ppid,stat,args $spares | sed 's/^/     /'
 	stop
 	# Against uhttpd's own ucode_prefix, when it was built there too: one

@@ -161,15 +161,9 @@ in_ns() {
 	pids+=($!)
 }
 wait_for() { # DESC SECONDS COMMAND...: waits for COMMAND to succeed
-	local desc=$1 n=$(($2 * 10))
-	shift 2
-	while [ "$n" -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	bad "$desc"
-	return 1
+	local desc=$1
+	shift
+	eventually "$@" || { bad "$desc"; return 1; }
 }
 answers() { curl -s -o /dev/null -m 2 "$1"; }
 
