@@ -9,8 +9,9 @@ runs that differ only in the number of requests give the cost of one request
 3 system calls, reads the clock more than once, or hands work to another
 thread (a futex call), steadily or in bursts after an idle pause, the way a
 browser loads a page; when a new connection per request makes the server
-`read` (it reads no socket so: its file watch, say) or register the
-connection with epoll (answered and closed, it never waits); and when the
+`read` (it reads no socket so: its file watch, say), register the
+connection with epoll (answered and closed, it never waits) or linger
+before closing one that asked for the close; and when the
 server's end of a connection lacks TCP_NODELAY (it has it from the
 listener).
 
@@ -261,6 +262,10 @@ def main():
         # (TCP_DEFER_ACCEPT), which is read at once: no wait, no epoll_ctl.
         if fresh.get("epoll_ctl", 0) > SLACK:
             failures.append(f"{fresh['epoll_ctl']:.2f} epoll_ctl per connection answered without a wait")
+        # It asked for the close and sent nothing more: no linger (its
+        # shutdown and the read of the client's end).
+        if fresh.get("shutdown", 0) > SLACK:
+            failures.append(f"{fresh['shutdown']:.2f} shutdown per connection that asked for the close")
 
     for f in failures:
         print("FAIL:", f)

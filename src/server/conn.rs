@@ -271,6 +271,13 @@ impl Conn {
                 Err(_) => return,
             }
         }
+        self.close_gently().await;
+    }
+
+    /// Closes at once when the client has nothing coming, else after the
+    /// linger. `linger` is the largest of this task's waits and runs once,
+    /// at the end: boxed, it does not size every connection's task.
+    async fn close_gently(&mut self) {
         if self.client_done && self.input.is_empty() {
             // Nothing unread, and nothing more coming: closed at once, the
             // answer still goes out whole (no reset).
@@ -278,12 +285,6 @@ impl Conn {
             self.sock.end_tls().await;
             return;
         }
-        self.close_gently().await;
-    }
-
-    /// `linger` is the largest of this task's waits and runs once, at the
-    /// end: boxed, it does not size every connection's task (idle ones too).
-    async fn close_gently(&mut self) {
         Box::pin(self.linger()).await
     }
 
