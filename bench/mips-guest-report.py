@@ -181,6 +181,7 @@ def detail(fig, mode):
             t, "cpu_ms", "{:.2f}")
         if not t.startswith("handshake"):
             row(f"{TEST_NAMES[t]}, TCP segments per request (both ends)", t, "segs", "{:.1f}")
+            row(f"{TEST_NAMES[t]}, TCP retransmissions per request (both ends)", t, "retrans", "{:.2f}")
     names = []
     for s in servers:
         got = [r["kv"].get("name") for r in fig.rows
@@ -192,6 +193,7 @@ def detail(fig, mode):
     row("RSS peak (HTTP tests), kB", "rss", "peak_kb", "{:,.0f}")
     row("RSS idle over HTTPS, kB", "rss_tls", "idle_kb", "{:,.0f}")
     row("RSS peak (HTTPS tests), kB", "rss_tls", "peak_kb", "{:,.0f}")
+    row("head of the 200 KB answer, bytes", "head", "bytes", "{:,.0f}")
     row("bytes on disk, HTTP (files mapped)", "disk", "bytes", "{:,.0f}")
     row("bytes on disk, HTTPS (files mapped)", "disk_tls", "bytes", "{:,.0f}")
     return out
@@ -291,7 +293,13 @@ def main():
                "/proc/PID/maps (binary, libraries, modules). Marmoset runs `--workers 1`, lighttpd its single "
                "process, BusyBox httpd a process per connection; ab speaks HTTP/1.0, so BusyBox httpd and "
                "uhttpd close after each answer even with `-k`. Debian's mipsel userland uses hardware float, "
-               "which the 24Kc lacks: the kernel emulates it, for the load tools and the peers alike.")
+               "which the 24Kc lacks: the kernel emulates it, for the load tools and the peers alike. "
+               "TCP retransmissions: RetransSegs of /proc/net/snmp; over loopback they are tail loss probes, "
+               "sent when the ACK of an answer's end comes late. The head of the 200 KB answer is where its "
+               "body starts in the stream: ab reads it 8 KiB at a time into a word-aligned buffer, and the "
+               "kernel's copy on this CPU is slower when source and destination are not equally aligned, so "
+               "a head whose length is not a multiple of 4 makes ab slower on that test (and its ACKs later), "
+               "whichever server sent it.")
     out.append("")
     out.append("### Marmoset / best peer")
     out.append("")

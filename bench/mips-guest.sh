@@ -16,8 +16,9 @@
 # Per server and round (the servers rotated each round, one at a time): `ab -k -c 10` and `ab -c 10`
 # on the 1364-byte page, `ab -k -c 10` on the 200 KB image, over HTTPS `openssl s_time -new` with an
 # ECDSA P-256 and with an RSA-2048 certificate and `ab -k -c 10` on the page; the server's RSS idle
-# and at its peak, its CPU and the TCP segments (both ends) per request (/proc in the guest), the bytes on disk of every file it
-# maps (/proc/PID/maps). Then, for marmoset alone, context switches of each of its threads and
+# and at its peak, its CPU, the TCP segments and retransmissions (both ends) per request (/proc in the
+# guest), the length of the 200 KB answer's head, the bytes on disk of every file it maps
+# (/proc/PID/maps). Then, for marmoset alone, context switches of each of its threads and
 # system calls (strace -f -c) per request over `ab -k -c 1`. Medians over rounds; a test with
 # failed requests is reported as such.
 #
