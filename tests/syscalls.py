@@ -11,8 +11,8 @@ thread (a futex call), steadily or in bursts after an idle pause, the way a
 browser loads a page; when a new connection per request makes the server
 `read` (it reads no socket so: its file watch, say), register the
 connection with epoll (answered and closed, it never waits) or linger
-before closing one that asked for the close; and when the
-server's end of a connection lacks TCP_NODELAY (it has it from the
+before closing one that asked for the close or that the client closed; and
+when the server's end of a connection lacks TCP_NODELAY (it has it from the
 listener).
 
     tests/syscalls.py --bin target/release/marmoset
@@ -129,18 +129,19 @@ def server_nodelay(pid, client):
         return theirs.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
 
 
-def run(args, root, bursts, per_burst, pause, fresh=False, probe=None):
+def run(args, root, bursts, per_burst, pause, fresh=False, probe=None, ask_close=True):
     """Counts by call name of one server life serving `bursts` x `per_burst`
     requests on one connection (`fresh`: each on a new one), idle `pause`
     seconds before each burst; `probe(pid, socket)` after the first answer.
-    A fresh connection asks to be closed after its answer, as ab's do."""
+    A fresh connection asks to be closed after its answer, as ab's do, or
+    (not `ask_close`) stays open until the client closes it."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "trace")
         proc, port, pid = start(args, root, log)
         try:
             sock = socket.create_connection(("127.0.0.1", port), timeout=30)
             request = b"GET /index.html HTTP/1.1\r\nHost: t\r\n%s\r\n" % (
-                b"Connection: close\r\n" if fresh else b""
+                b"Connection: close\r\n" if fresh and ask_close else b""
             )
             pending = b""
             for _ in range(bursts):
@@ -266,6 +267,14 @@ def main():
         # shutdown and the read of the client's end).
         if fresh.get("shutdown", 0) > SLACK:
             failures.append(f"{fresh['shutdown']:.2f} shutdown per connection that asked for the close")
+
+        # A keep-alive connection the client closes after its answer: 100
+        # against 600. Its end read, nothing more comes: no linger either.
+        (h, _), (k, _) = (run(args, root, 1, n, 0, True, ask_close=False) for n in (100, 600))
+        closed = per_request(h, k, 500)
+        show("a keep-alive connection each, closed by the client", closed)
+        if closed.get("shutdown", 0) > SLACK:
+            failures.append(f"{closed['shutdown']:.2f} shutdown per connection the client had closed")
 
     for f in failures:
         print("FAIL:", f)

@@ -83,8 +83,9 @@ struct Conn {
     local: SocketAddr,
     input: Input,
     served: u32,
-    /// The last request asked for the close and had no body: the client
-    /// sends nothing more, so the close needs no linger.
+    /// The client sends nothing more (the last request asked for the close
+    /// and had no body, or the client closed its end), so the close needs no
+    /// linger.
     client_done: bool,
     /// The current request's first line, kept when there is an access log.
     request_line: Option<Vec<u8>>,
@@ -265,7 +266,11 @@ impl Conn {
                         break;
                     }
                 }
-                Ok(None) => break,
+                Ok(None) => {
+                    // The client closed its end: nothing more comes.
+                    self.client_done = true;
+                    break;
+                }
                 #[cfg(feature = "tls")]
                 Err(End::Refused) => break,
                 Err(_) => return,
