@@ -2026,8 +2026,10 @@ def main():
     text = report(results, names, env, servers, cg, tls, tservers, proxy, pservers)
     path = os.environ.get("BENCH_RESULTS") or (os.path.join(OUT, "results-smoke.md") if SMOKE
                                                 else os.path.join(HERE, "results.md"))
+    # Read before the open for writing empties the file.
+    kept = mips_guest_section(path)
     with open(path, "w") as f:
-        f.write(text + mips_guest_section(path))
+        f.write(text + kept)
     with open(os.path.join(OUT, "raw-smoke.json" if SMOKE else "raw.json"), "w") as f:
         json.dump({"env": env, "results": results, "https": tls, "proxy": proxy, "callgrind": cg,
                    "notes": NOTES}, f, indent=1)

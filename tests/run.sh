@@ -231,12 +231,18 @@ stage_robust() {
 	return $rc
 }
 
-# A 2-second benchmark and a 1-second pass of the MIPS guest benchmark
-# (about 2 minutes), so the scripts do not rot; they assert no speed.
+# A 1-second pass of the MIPS guest benchmark and a 2-second benchmark
+# (about 2 minutes), so the scripts do not rot; they assert no speed. The
+# second rewrites a report that holds the first's section, which it must keep.
 stage_bench() {
-	local rc=0
-	BENCH_SMOKE=1 bench/run.sh || rc=1
+	local rc=0 out=bench/out
 	BENCH_SMOKE=1 bench/mips-guest.sh || rc=1
+	cp "$out/mips-guest-smoke.md" "$out/results-smoke.md" || rc=1
+	BENCH_SMOKE=1 bench/run.sh || rc=1
+	if ! grep -q '^## MIPS guest' "$out/results-smoke.md"; then
+		echo "FAIL: bench/run.sh dropped the MIPS guest section of the report it rewrote"
+		rc=1
+	fi
 	return $rc
 }
 
