@@ -187,27 +187,26 @@ sampler_stop() {
 	[ "$h" -gt "$PEAK" ] && PEAK=$h
 }
 
-# One ab run: TEST ARGS PATH SECONDS -> @@R SERVER TEST rps= complete= failed= cpu_ms=
-# A TCP counter so far (OutSegs, RetransSegs), both ends of every loopback connection.
-tcp_count() { # tcp_count NAME
-	awk -v n="$1" '$1 == "Tcp:" && !c { for (i = 2; i <= NF; i++) if ($i == n) c = i; next }
-		$1 == "Tcp:" && c { print $c }' /proc/net/snmp
+# TCP's segments sent and retransmitted so far, both ends of every
+# loopback connection: "OUTSEGS RETRANSSEGS".
+tcp_counts() {
+	awk '$1 == "Tcp:" && !o { for (i = 2; i <= NF; i++) { if ($i == "OutSegs") o = i; if ($i == "RetransSegs") r = i }; next }
+		$1 == "Tcp:" && o { print $o, $r }' /proc/net/snmp
 }
 
+# One ab run: TEST ARGS PATH SECONDS -> @@R SERVER TEST rps= complete= failed= cpu_ms=
 run_ab() { # run_ab SERVER TEST "AB-ARGS" PATH SECONDS
 	t0=$(tree_ticks "$SPID")
-	g0=$(tcp_count OutSegs)
-	r0=$(tcp_count RetransSegs)
+	c0=$(tcp_counts)
 	sampler_start
 	# shellcheck disable=SC2086 # the ab arguments
 	ab $3 -t "$5" -n "$AB_MAX" "$SCHEME://127.0.0.1:$PORT$4" >/tmp/ab.out 2>&1
 	rc=$?
 	sampler_stop
 	t1=$(tree_ticks "$SPID")
-	g1=$(tcp_count OutSegs)
-	r1=$(tcp_count RetransSegs)
+	c1=$(tcp_counts)
 	# Failed: ab's failed requests, non-2xx answers, and a run that ended in an error.
-	awk -v s="$1" -v t="$2" -v rc="$rc" -v ticks=$((t1 - t0)) -v segs=$((g1 - g0)) -v rt=$((r1 - r0)) '
+	awk -v s="$1" -v t="$2" -v rc="$rc" -v ticks=$((t1 - t0)) -v segs=$((${c1% *} - ${c0% *})) -v rt=$((${c1#* } - ${c0#* })) '
 		/^Complete requests:/ { n = $3 }
 		/^Failed requests:/ { f += $3 }
 		/^Non-2xx responses:/ { f += $3 }

@@ -1,10 +1,11 @@
 # Result counting shared by the shell tests: `ok DESC`, `bad DESC`,
 # `check DESC COMMAND...` (ok when the command succeeds, else bad and
-# status 1), `not COMMAND...`, `eventually SECONDS COMMAND...`. Each test ends with "N passed, M failed".
+# status 1), `not COMMAND...`, `eventually SECONDS COMMAND...`. Each test
+# ends with "N passed, M failed".
 # `skip REASON` says what was not checked for want of an input: a line
-# "skip - REASON", also appended to $MARMOSET_SKIP_LOG when tests/run.sh sets
-# it (its summary names them); a test that could check nothing of what it is
-# for exits $SKIPPED after it, which tests/run.sh counts as skipped.
+# "skip - REASON", also appended to $MARMOSET_SKIP_LOG when tests/run.sh
+# sets it (its summary names them); a test that could check nothing of what
+# it is for exits $SKIPPED after it, which tests/run.sh counts as skipped.
 # Source it after `cd` to the repository root.
 # shellcheck shell=sh
 
