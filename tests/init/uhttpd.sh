@@ -579,6 +579,20 @@ a%20b%2f~ a b" ]
 	check "a spare killed while it waits is replaced" eventually 5 spares "$victim"
 	out=$(curl -s "http://127.0.0.1:$P1/cgi-bin/luci/x" | head -n 1)
 	check "and the next request is answered" [ "$out" = "GET /cgi-bin/luci /x  1.1" ] || echo "     got: $out"
+	# Out of descriptors (its limit lowered below those it holds), a spare
+	# that answered is not replaced, and luci-scgi.uc stays; once it can
+	# have descriptors again, the spare comes.
+	nofile=$(prlimit --pid "$handler" --nofile --output SOFT --noheadings | tr -d ' ')
+	prlimit --pid "$handler" --nofile=3:
+	out=$(curl -s "http://127.0.0.1:$P1/cgi-bin/luci/x" | head -n 1)
+	check "out of descriptors, a request is answered by a waiting spare" [ "$out" = "GET /cgi-bin/luci /x  1.1" ] ||
+		echo "     got: $out"
+	warned_alive() { grep -q "no spare made" "$TMP/ucode.log" && kill -0 "$handler"; }
+	check "no spare made in its place: said, and luci-scgi.uc keeps running" eventually 5 warned_alive
+	prlimit --pid "$handler" --nofile="$nofile":
+	check "descriptors back, two spares wait again" eventually 5 spares
+	out=$(curl -s "http://127.0.0.1:$P1/cgi-bin/luci/x" | head -n 1)
+	check "and answer" [ "$out" = "GET /cgi-bin/luci /x  1.1" ] || echo "     got: $out"
 	spares=$(children)
 	# none_left PID...: none of them is running.
 	none_left() {

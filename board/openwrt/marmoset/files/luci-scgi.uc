@@ -400,14 +400,32 @@ function spare(cue) {
 	serve();
 }
 
-function start_spare() {
+// `later`: a second from now, if one is still missing; the spares already
+// waiting take the requests meanwhile. So is one retried that could not be
+// made for want of descriptors or processes: the handler does not end.
+function start_spare(later) {
+	if (later)
+		return uloop.timer(1000, () => { if (idle < SPARES) start_spare(); });
+
 	let pair = socket.pair(socket.SOCK_STREAM);
+
+	if (!pair) {
+		warn(`luci-scgi: no spare made: ${socket.error()}\n`);
+		return start_spare(true);
+	}
+
 	let mine = pair[0], its = pair[1], born = time(), busy = false, watch;
 
-	idle++;
 	// With no input callback, uloop (ucode 81205a2) never closes a
 	// finished task's output pipe: one descriptor lost per request.
-	uloop.task(() => { mine.close(); spare(its); }, null, () => null);
+	if (!uloop.task(() => { mine.close(); spare(its); }, null, () => null)) {
+		warn(`luci-scgi: no spare made: ${uloop.error()}\n`);
+		mine.close();
+		its.close();
+		return start_spare(true);
+	}
+
+	idle++;
 	its.close();
 
 	// A word when it takes a connection; the end of the pair when it ends.
@@ -433,10 +451,7 @@ function start_spare() {
 			return;
 
 		// One that died waiting, young, is not replaced in a tight loop.
-		if (!busy && time() - born < 1)
-			uloop.timer(1000, () => { if (idle < SPARES) start_spare(); });
-		else
-			start_spare();
+		start_spare(!busy && time() - born < 1);
 	}, uloop.ULOOP_READ);
 }
 
