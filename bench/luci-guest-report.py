@@ -12,6 +12,7 @@ import sys
 
 rows_file, peak_file, mode, login_m, login_u = sys.argv[1:6]
 pages = {}   # (scheme, server, page) -> [ms]
+parts = {}   # (scheme, server, page) -> [(ms to the first byte, ms first to last byte)]
 visits = {}  # (scheme, server) -> [(visit_s, ticks)]
 order = []
 failed = []
@@ -28,6 +29,7 @@ for line in open(rows_file):
         order.append(d['page'])
     if d['ms_last_ubus'] is not None:
         pages.setdefault(key, []).append(d['ms_last_ubus'])
+        parts.setdefault(key, []).append((d['ubus_ms_to_first_byte'], d['ubus_ms_first_to_last_byte']))
     if d['failed']:
         failed.append(f"round {rnd} {scheme} {server} {d['page']}: {'; '.join(d['failed'][:3])}")
 
@@ -56,6 +58,21 @@ for scheme in ('http', 'https-ec', 'https-rsa'):
         fm = f'{med(m):.0f} [{min(m)}-{max(m)}]' if m else 'n/a'
         fu = f'{med(u):.0f} [{min(u)}-{max(u)}]' if u else 'n/a'
         out.append(f'| {scheme} | {p} | {fm} | {fu} | {ratio(med(m), med(u))} |')
+out.append('')
+out.append("The same pages' ubus answers, summed: from the request to the first byte + from the first byte "
+           'to the last (ms, medians over rounds; a server that sends the head before the body waits out '
+           "the browser's delayed ACK in the second part):")
+out.append('')
+out.append('| scheme | page | Marmoset | uhttpd |')
+out.append('|---|---|---|---|')
+for scheme in ('http', 'https-ec', 'https-rsa'):
+    for p in order:
+        cells = []
+        for server in ('marmoset', 'uhttpd'):
+            v = parts.get((scheme, server, p), [])
+            cells.append(f'{med([a for a, _ in v]):.0f} + {med([b for _, b in v]):.0f}' if v else 'n/a')
+        if cells != ['n/a', 'n/a']:
+            out.append(f'| {scheme} | {p} | {cells[0]} | {cells[1]} |')
 out.append('')
 out.append('Whole visit (login and every page): host wall time and the server\'s CPU in the guest '
            '(its processes and their children, reaped or waiting, 10 ms ticks), median over rounds:')

@@ -1,8 +1,10 @@
 // Chromium logs in to LuCI and opens its pages, as a user does; bench/luci-guest.sh runs it once per
 // server, scheme and round. Per page, from the browser's own Resource Timing: the time from the
 // page's start (its navigation; for the login, the moment the form is sent) to the end of its last
-// answer from the ubus endpoint before 2 s without any, the number of those answers, and any answer
-// of 400 or more. One JSON line per page on stdout.
+// answer from the ubus endpoint before 2 s without any, the number of those answers, the time they
+// took summed in two parts (request sent to first byte, first byte to last: a server that sends a
+// head before the body waits out the client's delayed ACK there), and any answer of 400 or more.
+// One JSON line per page on stdout.
 //
 //   LUCI_URL=http://127.0.0.1:PORT LUCI_PASSWORD=... node bench/luci-guest.mjs PAGE...
 //
@@ -70,6 +72,8 @@ try {
       return {
         last: ubus.length ? Math.max(...ubus.map((e) => e.responseEnd)) : null,
         calls: ubus.length,
+        toFirst: ubus.reduce((a, e) => a + e.responseStart - e.requestStart, 0),
+        toLast: ubus.reduce((a, e) => a + e.responseEnd - e.responseStart, 0),
         load: nav ? nav.loadEventEnd : null,
         origin: performance.timeOrigin,
       };
@@ -81,6 +85,8 @@ try {
       ms_last_ubus: t.last === null ? null : Math.round(t.last + shift),
       ms_load: t.load === null ? null : Math.round(t.load + shift),
       ubus_answers: t.calls,
+      ubus_ms_to_first_byte: Math.round(t.toFirst),
+      ubus_ms_first_to_last_byte: Math.round(t.toLast),
       failed: bad,
     };
     if (bad.length || t.last === null) rc = 1;

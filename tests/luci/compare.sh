@@ -31,7 +31,8 @@
 # after the other) and the medians printed (figures, not checks).
 # LUCI_BROWSER_ROUNDS=N: then headless Chromium (bench/luci-guest.mjs, as on the MIPS guest) logs in
 # and opens the admin pages through each server in turn, N rounds (the order alternating), and each
-# page's median time to its last ubus answer is printed (figures, not checks).
+# page's median time to its last ubus answer is printed, with the time its ubus answers took to
+# their first byte and from there to their last (figures, not checks).
 # MARMOSET_UBUS_BIN: a marmoset built with `--features ubus`; by default the `tls,ubus` build
 # marmoset-uhttpd ships, in $CARGO_TARGET_DIR/release-tls-ubus (built when out of date).
 # Skips with one line and exit 77 when OPENWRT_STACK_DIR is unset or not run as root. Last line: "N passed,
@@ -228,14 +229,16 @@ if [ -z "$pages" ] && [ "${LUCI_BROWSER_ROUNDS:-0}" -gt 0 ]; then
 	python3 - "$work/browser.rows" <<'EOF'
 import json, statistics, sys
 times = {}
+parts = ('ms_last_ubus', 'ubus_ms_to_first_byte', 'ubus_ms_first_to_last_byte')
 for line in open(sys.argv[1]):
     server, row = line.split(' ', 1)
     row = json.loads(row)
-    times.setdefault(row['page'], {}).setdefault(server, []).append(row['ms_last_ubus'])
+    times.setdefault(row['page'], {}).setdefault(server, []).append([row[p] for p in parts])
 for page, t in times.items():
-    u, m = (statistics.median(t.get(s, [0])) for s in ('uhttpd', 'marmoset'))
-    print(f"time - {page}: uhttpd {u:.0f} ms, marmoset {m:.0f} ms to the last ubus answer "
-          f"(Chromium, median of {len(t.get('marmoset', []))} visits each)")
+    u, m = ([statistics.median(v[i] for v in t.get(s, [[0] * 3])) for i in range(3)] for s in ('uhttpd', 'marmoset'))
+    print(f"time - {page}: uhttpd {u[0]:.0f} ms, marmoset {m[0]:.0f} ms to the last ubus answer; "
+          f"the answers to their first byte {u[1]:.0f} and {m[1]:.0f} ms, first to last byte {u[2]:.0f} "
+          f"and {m[2]:.0f} ms (summed; Chromium, median of {len(t.get('marmoset', []))} visits each)")
 EOF
 fi
 if [ "$fail" != 0 ]; then
