@@ -251,7 +251,7 @@ def main():
             failures.append(f"{handoffs} futex calls in 10 bursts: work handed across threads")
         if not args.runner:
             # strace names the thread of each call: the other threads' calls
-            # (start-up's) must not grow with the requests.
+            # (start-up's) must not grow with the requests by a hand-off's.
             others = other_threads(dt) - other_threads(ct)
             if others >= HANDOFF_CALLS:
                 failures.append(f"{others} more calls from other threads than the serving one in 10 bursts")

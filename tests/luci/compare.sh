@@ -235,7 +235,8 @@ for line in open(sys.argv[1]):
     row = json.loads(row)
     times.setdefault(row['page'], {}).setdefault(server, []).append([row[p] for p in parts])
 for page, t in times.items():
-    u, m = ([statistics.median(v[i] for v in t.get(s, [[0] * 3])) for i in range(3)] for s in ('uhttpd', 'marmoset'))
+    u, m = ([statistics.median(v[i] for v in t.get(s, [[0] * 3])) for i in range(3)]
+            for s in ('uhttpd', 'marmoset'))
     print(f"time - {page}: uhttpd {u[0]:.0f} ms, marmoset {m[0]:.0f} ms to the last ubus answer; "
           f"the answers to their first byte {u[1]:.0f} and {m[1]:.0f} ms, first to last byte {u[2]:.0f} "
           f"and {m[2]:.0f} ms (summed; Chromium, median of {len(t.get('marmoset', []))} visits each)")
