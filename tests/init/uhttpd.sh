@@ -545,6 +545,17 @@ a%20b%2f~ a b" ]
 	check "the handler compiled and run once, each request in a fork of it" \
 		[ "$(cat "$TMP/handler.uc.loads" 2>/dev/null)" = loaded ]
 	fd_count() { set -- "/proc/$1/fd/"*; echo $#; }
+	# A new pids cgroup (v1 or v2) this test may move a process into, or nothing.
+	pids_cgroup() {
+		for _d in /sys/fs/cgroup/pids /sys/fs/cgroup; do
+			mkdir "$_d/marmoset-test-$$" 2>/dev/null || continue
+			if [ -e "$_d/marmoset-test-$$/pids.max" ]; then
+				echo "$_d/marmoset-test-$$"
+				return
+			fi
+			rmdir "$_d/marmoset-test-$$"
+		done
+	}
 	children() { cat "/proc/$handler/task/$handler/children" 2>/dev/null; }
 	count() { echo $#; }
 	# spares [PID...]: luci-scgi.uc has exactly two children (its spares),
@@ -603,6 +614,32 @@ a%20b%2f~ a b" ]
 	# shellcheck disable=SC2086
 	check "luci-scgi.uc killed: its spares end with it" eventually 5 none_left $spares ||
 		ps -o pid,ppid,stat,args $spares | sed 's/^/     /'
+	# A fork that fails (the handler alone in a pids cgroup that allows it
+	# no child): ucode's uloop.task keeps four descriptors then, so
+	# luci-scgi.uc ends for procd to start it again, rather than retry.
+	cg=$(pids_cgroup)
+	if [ -z "$cg" ]; then
+		skip "no pids cgroup to write: luci-scgi.uc's failed fork not tried"
+	else
+		"$@" 2>>"$TMP/ucode.log" &
+		handler=$!
+		pids="$pids $handler"
+		check "luci-scgi.uc started again: two spares wait" eventually 5 spares
+		echo "$handler" >"$cg/cgroup.procs"
+		echo 1 >"$cg/pids.max"
+		out=$(curl -s "http://127.0.0.1:$P1/cgi-bin/luci/x" | head -n 1)
+		check "a fork failing, a request is answered by a waiting spare" [ "$out" = "GET /cgi-bin/luci /x  1.1" ] ||
+			echo "     got: $out"
+		# Ended: gone, or a zombie this shell has not reaped.
+		ended() {
+			grep -q "ending for a fresh start" "$TMP/ucode.log" &&
+				case $(cut -d ' ' -f 3 "/proc/$handler/stat" 2>/dev/null) in '' | Z) ;; *) false ;; esac
+		}
+		check "then no spare made: said, and luci-scgi.uc ends for a fresh start" eventually 5 ended
+		kill -KILL "$handler" 2>/dev/null
+		wait "$handler" 2>/dev/null
+		rmdir "$cg"
+	fi
 	stop
 	# Against uhttpd's own ucode_prefix, when it was built there too: one
 	# handler printing what it is given, through both. Marmoset's own CGI

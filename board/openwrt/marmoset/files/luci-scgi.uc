@@ -402,7 +402,7 @@ function spare(cue) {
 
 // `later`: a second from now, if one is still missing; the spares already
 // waiting take the requests meanwhile. So is one retried that could not be
-// made for want of descriptors or processes: the handler does not end.
+// made for want of descriptors: the handler does not end.
 function start_spare(later) {
 	if (later)
 		return uloop.timer(1000, () => { if (idle < SPARES) start_spare(); });
@@ -417,12 +417,13 @@ function start_spare(later) {
 	let mine = pair[0], its = pair[1], born = time(), busy = false, watch;
 
 	// With no input callback, uloop (ucode 81205a2) never closes a
-	// finished task's output pipe: one descriptor lost per request.
+	// finished task's output pipe: one descriptor lost per request. When
+	// its fork fails it keeps the task's four pipe ends: retried here, that
+	// would lose four a second until none were left. The handler ends
+	// instead, and procd starts it again with none lost.
 	if (!uloop.task(() => { mine.close(); spare(its); }, null, () => null)) {
-		warn(`luci-scgi: no spare made: ${uloop.error()}\n`);
-		mine.close();
-		its.close();
-		return start_spare(true);
+		warn(`luci-scgi: no spare made: ${uloop.error()}; ending for a fresh start\n`);
+		exit(1);
 	}
 
 	idle++;
