@@ -72,7 +72,7 @@ pub(crate) struct Reactor {
     /// Temporary storage for I/O events when polling the reactor.
     ///
     /// Holding a lock on this event list implies the exclusive right to poll I/O.
-    events: Mutex<Events>,
+    events: Mutex<Turn>,
 
     /// An ordered map of registered timers.
     ///
@@ -99,7 +99,10 @@ impl Reactor {
                 poller: Poller::new().expect("cannot initialize I/O event notification"),
                 ticker: AtomicUsize::new(0),
                 sources: Mutex::new(Slab::new()),
-                events: Mutex::new(Events::new()),
+                events: Mutex::new(Turn {
+                    events: Events::new(),
+                    wakers: Vec::new(),
+                }),
                 timers: Mutex::new(BTreeMap::new()),
                 timer_ops: ConcurrentQueue::bounded(TIMER_QUEUE_SIZE),
             }
@@ -269,10 +272,20 @@ impl Reactor {
     }
 }
 
+/// What one turn of the reactor fills: the I/O events, and the wakers they and the timers
+/// wake. Both are kept from turn to turn, so a turn allocates nothing.
+pub(crate) struct Turn {
+    events: Events,
+    wakers: Vec<Waker>,
+}
+
+/// Wakers kept between turns, at most: a turn that woke more gives the rest of its list back.
+const WAKERS_KEPT: usize = 64;
+
 /// A lock on the reactor.
 pub(crate) struct ReactorLock<'a> {
     reactor: &'a Reactor,
-    events: MutexGuard<'a, Events>,
+    events: MutexGuard<'a, Turn>,
 }
 
 impl ReactorLock<'_> {
@@ -283,7 +296,7 @@ impl ReactorLock<'_> {
         #[cfg(feature = "tracing")]
         let _enter = span.enter();
 
-        let mut wakers = Vec::new();
+        let mut wakers = mem::take(&mut self.events.wakers);
 
         // Process ready timers.
         let next_timer = self.reactor.process_timers(&mut wakers);
@@ -302,10 +315,10 @@ impl ReactorLock<'_> {
             .fetch_add(1, Ordering::SeqCst)
             .wrapping_add(1);
 
-        self.events.clear();
+        self.events.events.clear();
 
         // Block on I/O events.
-        let res = match self.reactor.poller.wait(&mut self.events, timeout) {
+        let res = match self.reactor.poller.wait(&mut self.events.events, timeout) {
             // No I/O events occurred.
             Ok(0) => {
                 if timeout != Some(Duration::from_secs(0)) {
@@ -320,7 +333,7 @@ impl ReactorLock<'_> {
                 // Iterate over sources in the event list.
                 let sources = self.reactor.sources.lock().unwrap();
 
-                for ev in self.events.iter() {
+                for ev in self.events.events.iter() {
                     // Check if there is a source in the table with this key.
                     if let Some(source) = sources.get(ev.key) {
                         let mut state = source.state.lock().unwrap();
@@ -364,10 +377,12 @@ impl ReactorLock<'_> {
         // Wake up ready tasks.
         #[cfg(feature = "tracing")]
         tracing::trace!("{} ready wakers", wakers.len());
-        for waker in wakers {
+        for waker in wakers.drain(..) {
             // Don't let a panicking waker blow everything up.
             panic::catch_unwind(|| waker.wake()).ok();
         }
+        wakers.shrink_to(WAKERS_KEPT);
+        self.events.wakers = wakers;
 
         res
     }
