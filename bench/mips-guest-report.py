@@ -299,7 +299,8 @@ def main():
                "body starts in the stream: ab reads it 8 KiB at a time into a word-aligned buffer, and the "
                "kernel's copy on this CPU is slower when source and destination are not equally aligned, so "
                "a head whose length is not a multiple of 4 makes ab slower on that test (and its ACKs later), "
-               "whichever server sent it.")
+               "whichever server sent it; Marmoset pads the head of a large file's answer with spaces so that "
+               "its body starts as aligned in the stream as in the file.")
     out.append("")
     out.append("### Marmoset / best peer")
     out.append("")

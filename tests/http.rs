@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::io::Write;
+use std::io::{Read, Write};
 
 use common::*;
 
@@ -401,6 +401,46 @@ fn the_etag_changes_with_the_file() {
             .status,
         200
     );
+}
+
+/// A large file's body starts as far from an 8-byte boundary of the
+/// stream as from one of the file (whole, or a range of it): the head is
+/// padded with spaces after its last value. A small body's head is not.
+#[test]
+fn a_large_body_starts_aligned_as_in_its_file() {
+    let s = Server::start(&[]);
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    s.root.write("big.bin", &big);
+    s.root.write("small.txt", "0123456789");
+    for (path, range, offset) in [
+        ("/big.bin", "", 0usize),
+        ("/big.bin", "Range: bytes=5-\r\n", 5),
+        ("/big.bin", "Range: bytes=3-199990\r\n", 3),
+        ("/small.txt", "", 0),
+    ] {
+        let mut c = s.open();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\n{range}Connection: close\r\n\r\n");
+        c.write_all(request.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        c.read_to_end(&mut raw).unwrap();
+        let head_len = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let head = String::from_utf8_lossy(&raw[..head_len]);
+        let body = &raw[head_len..];
+        if path == "/small.txt" {
+            assert!(!head.ends_with(" \r\n\r\n"), "{head}");
+            assert_eq!(body, b"0123456789");
+            continue;
+        }
+        assert_eq!((head_len + 8 - offset % 8) % 8, 0, "{range}: {head:?}");
+        assert!(!head.contains("        \r\n"), "at most 7 spaces: {head:?}");
+        assert_eq!(body, &big[offset..offset + body.len()], "{range}");
+        let expected = if range.contains("199990") {
+            199_988
+        } else {
+            big.len() - offset
+        };
+        assert_eq!(body.len(), expected, "{range}");
+    }
 }
 
 #[test]
