@@ -13,7 +13,7 @@ browser loads a page; when a new connection per request makes the server
 connection with epoll (answered and closed, it never waits) or linger
 before closing one that asked for the close or that the client closed; and
 when the server's end of a connection lacks TCP_NODELAY (it has it from the
-listener).
+listener) or still has TCP_CORK after a large file's answer.
 
     tests/syscalls.py --bin target/release/marmoset
     tests/syscalls.py --bin BIN --runner qemu-mipsel-static
@@ -33,6 +33,8 @@ import threading
 import time
 
 PAGE = 1364
+# Sent corked (sendfile), as every file not kept in memory.
+LARGE = 200 * 1024
 MAX_CALLS = 3.0
 # A run is a few seconds long and the deadline table's alarm ticks four
 # times a second (a signalfd read, an epoll wait and a clock read each):
@@ -100,8 +102,8 @@ def read_answer(sock, pending):
     return rest[length:]
 
 
-def server_nodelay(pid, client):
-    """TCP_NODELAY on the server's end of `client`, read on a copy of its
+def server_tcp_option(pid, client, option):
+    """A TCP option on the server's end of `client`, read on a copy of its
     descriptor (pidfd_getfd: Linux 5.6, root); None if that cannot be done."""
     port = client.getsockname()[1]
     inodes = set()
@@ -128,10 +130,10 @@ def server_nodelay(pid, client):
     if fd < 0:
         return None
     with socket.socket(fileno=fd) as theirs:
-        return theirs.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        return theirs.getsockopt(socket.IPPROTO_TCP, option)
 
 
-def run(args, root, bursts, per_burst, pause, fresh=False, probe=None, ask_close=True):
+def run(args, root, bursts, per_burst, pause, fresh=False, probe=None, ask_close=True, path=b"/index.html"):
     """Counts by call name of one server life serving `bursts` x `per_burst`
     requests on one connection (`fresh`: each on a new one), idle `pause`
     seconds before each burst; `probe(pid, socket)` after the first answer.
@@ -142,8 +144,9 @@ def run(args, root, bursts, per_burst, pause, fresh=False, probe=None, ask_close
         proc, port, pid = start(args, root, log)
         try:
             sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-            request = b"GET /index.html HTTP/1.1\r\nHost: t\r\n%s\r\n" % (
-                b"Connection: close\r\n" if fresh and ask_close else b""
+            request = b"GET %s HTTP/1.1\r\nHost: t\r\n%s\r\n" % (
+                path,
+                b"Connection: close\r\n" if fresh and ask_close else b"",
             )
             pending = b""
             for _ in range(bursts):
@@ -217,12 +220,14 @@ def main():
     with tempfile.TemporaryDirectory() as root:
         with open(os.path.join(root, "index.html"), "w") as f:
             f.write("x" * PAGE)
+        with open(os.path.join(root, "large.bin"), "w") as f:
+            f.write("y" * LARGE)
 
         # Steady keep-alive: 200 against 1200 requests.
         nodelay = []
 
         def probe(pid, sock):
-            nodelay.append(server_nodelay(pid, sock))
+            nodelay.append(server_tcp_option(pid, sock, socket.TCP_NODELAY))
 
         (a, _), (b, _) = run(args, root, 1, 200, 0, probe=probe), run(args, root, 1, 1200, 0)
         if nodelay[0] is None:
@@ -236,6 +241,19 @@ def main():
             failures.append(f"{total:.2f} system calls per request (at most {MAX_CALLS})")
         if clocks > 1.0:
             failures.append(f"{clocks:.2f} clock reads per request (at most 1)")
+
+        # A large file's answer: its end left corked would hold the next
+        # answer's last segment back (200 ms).
+        corked = []
+
+        def cork_probe(pid, sock):
+            corked.append(server_tcp_option(pid, sock, socket.TCP_CORK))
+
+        run(args, root, 1, 1, 0, probe=cork_probe, path=b"/large.bin")
+        if corked[0] is None:
+            print("skip: the server's TCP_CORK not read (pidfd_getfd needs Linux 5.6 and root)")
+        elif corked[0]:
+            failures.append("the server's end of a connection stays corked after a large file")
 
         # Bursts of 20 after 100 ms idle: 2 against 12 bursts.
         (c, ct), (d, dt) = run(args, root, 2, 20, 0.1), run(args, root, 12, 20, 0.1)
