@@ -451,6 +451,10 @@ mod tests {
             assert_eq!(Field::of(&name.to_ascii_uppercase()), Some(f));
         }
         assert_eq!(Field::of("accepts"), None);
+        // The length of a name the server reads, or of none.
+        assert_eq!(Field::of("User-Agent"), None);
+        assert_eq!(Field::of("X-Forwarded-For-Longer-Than-Any"), None);
+        assert_eq!(Field::of(""), None);
         assert_eq!(Field::of("if-none-matcH"), Some(Field::IfNoneMatch));
         // Other token bytes are not taken for a letter or a `-`.
         for near in [
