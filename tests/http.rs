@@ -636,8 +636,8 @@ fn answers_of_a_large_file_arrive_whole_through_a_small_window() {
     arrive_whole_through_a_small_window(100_000, 20);
 }
 
-/// Asks for `len` bytes' file `more` times beyond what the send buffer
-/// holds, pipelined through a 4 KiB window.
+/// Asks for a file of `len` bytes, pipelined through a 4 KiB window, as
+/// many times as the send buffer holds and `more` times beyond.
 fn arrive_whole_through_a_small_window(len: usize, more: usize) {
     use nix::sys::socket::{self as so, sockopt};
     use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
