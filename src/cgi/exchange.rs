@@ -407,6 +407,7 @@ impl Exchange<'_> {
             version: self.version,
             keep_alive,
             date: self.sock.deadlines.wall_secs(),
+            plain_body: false,
         };
         response::write_head(out, &r, self.clock, cx, &|out| {
             if let Some(t) = &content_type {

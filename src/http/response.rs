@@ -137,6 +137,9 @@ pub struct HeadContext {
     pub keep_alive: bool,
     /// The Date header's second (since the epoch).
     pub date: u64,
+    /// A file body follows on a plain socket, where its place in the
+    /// stream is where the client's reads find it (see `body_pad`).
+    pub plain_body: bool,
 }
 
 /// Writes the status line and headers, with the clock's Date and Server
@@ -180,8 +183,10 @@ fn write_head_after(
         (true, Version::Http10) => b"\r\nConnection: keep-alive\r\n\r\n",
         _ => b"\r\n\r\n",
     };
-    let pad = body_pad(&r.body, out.len() - start + end.len());
-    out.extend(std::iter::repeat_n(b' ', pad));
+    if cx.plain_body {
+        let pad = body_pad(&r.body, out.len() - start + end.len());
+        out.extend(std::iter::repeat_n(b' ', pad));
+    }
     out.extend_from_slice(end);
 }
 
@@ -313,6 +318,7 @@ mod tests {
             version: Version::Http10,
             keep_alive: true,
             date: 0,
+            plain_body: false,
         };
         let ok_start = b"HTTP/1.1 200 OK\r\nDate: D\r\nServer: m";
         write_head_after(&mut out, &r, ok_start, cx, &|_| {});

@@ -329,6 +329,7 @@ impl Exchange<'_> {
             version: self.version,
             keep_alive,
             date: self.sock.deadlines.wall_secs(),
+            plain_body: false,
         };
         response::write_head(&mut out, &r, self.clock, cx, &|out| {
             if let Some(n) = length {
