@@ -161,9 +161,9 @@ fn a_flood_above_the_limit_from_many_addresses_leaves_the_owner_room() {
     s.assert_healthy();
 }
 
-/// The same flood, a wave at a time with a reload between waves: a
-/// reload's new configuration counts the connections the one it replaced
-/// still holds.
+/// A host with an address for each of its connections (each within its
+/// share), more of them than the limit: at the limit the server closes
+/// the one that has been sending longest, and the owner is served.
 #[test]
 fn a_host_with_an_address_for_each_stalled_connection_leaves_the_owner_room() {
     let s = server(&[]);
@@ -173,6 +173,9 @@ fn a_host_with_an_address_for_each_stalled_connection_leaves_the_owner_room() {
     s.assert_healthy();
 }
 
+/// The same flood, a wave at a time with a reload between waves: a
+/// reload's new configuration counts the connections the one it replaced
+/// still holds.
 #[test]
 fn a_flood_above_the_limit_beside_reloads_stays_within_it() {
     let s = server(&[]);
