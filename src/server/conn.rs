@@ -339,8 +339,7 @@ impl Conn {
         #[cfg(feature = "tls")]
         self.sock.offload().await?;
         // The answer is sent from where `decide` left it: each move of it
-        // into a future is a copy (a tenth of a request's instructions on
-        // a MIPS router's CPU, with the moves of the response before it).
+        // into a future is a copy, on MIPS a call of `memcpy`.
         match step {
             Step::Send(ref mut prepared) => {
                 // At the limit, a client holding the most connections may
