@@ -500,6 +500,31 @@ fn a_reload_lets_kept_alive_clients_finish_in_the_one_process_over(t: Transport)
     s.assert_healthy();
 }
 
+/// A client that comes after the reload signal is served by the new
+/// settings, even when the server reads the signal and the client in one
+/// turn (it was stopped meanwhile): the settings the signal retires take
+/// no more connections.
+#[test]
+fn a_client_that_comes_after_the_reload_signal_gets_the_new_settings() {
+    let dir = TempDir::new("reload3");
+    let conf = dir.write("m.conf", "server-name before\nworkers 1\n");
+    let root = TempDir::new("reload3root");
+    root.write("index.html", "x");
+    let s = Server::start_with_config(&conf, root, &[]);
+    assert_eq!(s.get("/", &[]).header("server"), Some("before"));
+    std::fs::write(&conf, "server-name after\nworkers 1\n").unwrap();
+    s.signal("STOP");
+    s.signal("HUP");
+    let mut c = s.connect();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    s.signal("CONT");
+    let r = read_response(&mut c, false).expect("an answer");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("server"), Some("after"), "{}", s.log_text());
+    s.assert_healthy();
+}
+
 #[test]
 fn a_reload_lets_kept_alive_clients_of_replaced_workers_finish() {
     for t in Transport::all() {

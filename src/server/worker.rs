@@ -422,10 +422,16 @@ async fn accept_loop(
             }
             wait_for_room(&w, &listener).await;
         };
-        let accepted = future::or(async { Some(accept(&listener).await) }, async {
-            w.stop.notified().await;
-            None
-        })
+        // The stop first: woken by a reload or SIGTERM with a client
+        // waiting, a generation that is done accepting must not take it
+        // (with a slot taken under the limits it had).
+        let accepted = future::or(
+            async {
+                w.stop.notified().await;
+                None
+            },
+            async { Some(accept(&listener).await) },
+        )
         .await;
         match accepted {
             None => return,
