@@ -115,8 +115,9 @@ CG_REPEAT = 1 if SMOKE else 3
 SMALL_C = 10
 BIG_C = 500
 # siege runs a fixed number of transactions per client (-r), not for a time
-# (-t): when its timer fires, siege 4.0.7 cancels its client threads
-# asynchronously, and one cancelled inside malloc leaves the arena locked;
+# (-t): when its timer fires, siege 4.0.7 cancels its client threads, which
+# it makes asynchronously cancellable (deferred from 4.1.5 on), and one
+# cancelled inside malloc leaves the arena locked;
 # then every thread hangs in its exit (gdb: tcache_thread_shutdown waiting
 # on the arena lock): 4 runs in 26 against one server here (2026-12-06).
 # SIEGE_REPS makes a full run last about as long as the others.
