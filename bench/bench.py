@@ -115,11 +115,12 @@ CG_REPEAT = 1 if SMOKE else 3
 SMALL_C = 10
 BIG_C = 500
 # siege runs a fixed number of transactions per client (-r), not for a time
-# (-t): when its timer fires, siege 4.0.7 cancels its client threads, which
-# it makes asynchronously cancellable (deferred from 4.1.5 on), and one
-# cancelled inside malloc leaves the arena locked;
-# then every thread hangs in its exit (gdb: tcache_thread_shutdown waiting
-# on the arena lock): 4 runs in 26 against one server here (2026-12-06).
+# (-t), which needs its timer. When the timer fires, siege 4.0.7 cancels its
+# client threads, made asynchronously cancellable (deferred from 4.1.5 on);
+# one cancelled inside malloc leaves the arena locked, and every thread then
+# hangs in its exit (gdb: tcache_thread_shutdown waiting on that lock):
+# 4 runs in 26 against one server here (2026-12-06). The timer could also
+# deadlock while the threads were starting (JoeDog/siege#4, fixed in 4.1.1).
 # SIEGE_REPS makes a full run last about as long as the others.
 SIEGE_C = 100 if SMOKE else BIG_C
 SIEGE_REPS = 50 if SMOKE else 200
