@@ -137,8 +137,8 @@ pub struct HeadContext {
     pub keep_alive: bool,
     /// The Date header's second (since the epoch).
     pub date: u64,
-    /// A file body follows on a plain socket, where its place in the
-    /// stream is where the client's reads find it (see `body_pad`).
+    /// A body follows on a plain socket, where its place in the stream is
+    /// where the client's reads find it (`body_pad` pads for large files).
     pub plain_body: bool,
 }
 

@@ -76,6 +76,15 @@ pub struct Kernel {
 }
 
 impl Sock {
+    /// The connection came to a TLS listener and its session goes on
+    /// (never, in a build without TLS).
+    pub fn is_tls(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return !matches!(self.records, Records::Plain);
+        #[cfg(not(feature = "tls"))]
+        false
+    }
+
     /// Drops, without waiting, what the client sent and was not read, then
     /// stops sending: closed now, the connection ends with a FIN, not a
     /// reset. For a connection closed to make room at the connection
@@ -291,11 +300,6 @@ impl Sock {
             return Ok(());
         }
         self.stream.readable().await
-    }
-
-    /// The connection came to a TLS listener and its session goes on.
-    pub fn is_tls(&self) -> bool {
-        !matches!(self.records, Records::Plain)
     }
 
     /// Sends close_notify (when the handshake got that far), once, as the

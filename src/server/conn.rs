@@ -899,16 +899,12 @@ impl Conn {
             keep_alive,
         };
         let mut out = self.w.pool.out();
-        // Over TLS the records, not the head, decide where the body lies.
-        #[cfg(feature = "tls")]
-        let plain = !self.sock.is_tls();
-        #[cfg(not(feature = "tls"))]
-        let plain = true;
         let cx = HeadContext {
             version: reply.version,
             keep_alive,
             date: self.w.deadlines.wall_secs(),
-            plain_body: plain && !head_only,
+            // Over TLS the records, not the head, decide where the body lies.
+            plain_body: !self.sock.is_tls() && !head_only,
         };
         response::write_head(&mut out, r, &self.w.clock, cx, &|_| {});
         let body = match std::mem::replace(&mut r.body, Body::Empty) {
