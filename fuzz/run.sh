@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes every parser target for SECONDS each (default 30), after one build.
+# Fuzzes every parser target for SECONDS each (default 30), after one build,
+# as many at once as there are cores.
 #   fuzz/run.sh [SECONDS_PER_TARGET] [TARGET...]     e.g. fuzz/run.sh 600 (the long run)
 # Stable Rust is enough: RUSTC_BOOTSTRAP=1 lets cargo-fuzz pass its -Z flags,
 # and rustup's stable rust-std ships the AddressSanitizer runtime. Set
@@ -45,9 +46,9 @@ fi
 echo "build: ok, sanitizer $sanitizer, $(($(date +%s) - start)) s"
 bin="target/$(rustc -vV | sed -n 's/^host: //p')/release"
 
-passed=0
-failed=0
-for t in "${targets[@]}"; do
+# One fuzzer per core: each is a single process.
+fuzz_one() {
+    local t=$1 rc runs cov crash
     mkdir -p "corpus/$t" "artifacts/$t"
     cp -n "seeds/$t"/* "corpus/$t/" 2>/dev/null
     # -max_total_time bounds the run; timeout only catches a stuck fuzzer.
@@ -58,13 +59,29 @@ for t in "${targets[@]}"; do
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "logs/$t.log")
     cov=$(grep -o 'cov: [0-9]*' "logs/$t.log" | tail -n 1)
     if [ $rc -eq 0 ]; then
-        passed=$((passed + 1))
         echo "$t: ok, ${runs:-?} runs, ${cov:-cov: ?}, $(ls "corpus/$t" | wc -l) corpus files"
     else
-        failed=$((failed + 1))
         crash=$(grep -o 'artifacts/[^ ]*' "logs/$t.log" | tail -n 1)
         echo "$t: FAILED (exit $rc) ${crash:-no artifact}; log fuzz/logs/$t.log"
         grep -m 3 -E 'panicked at|ERROR: ' "logs/$t.log" | sed 's/^/    /'
+    fi
+}
+jobs=$(nproc)
+for t in "${targets[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+        wait -n
+    done
+    fuzz_one "$t" >"logs/$t.result" &
+done
+wait
+passed=0
+failed=0
+for t in "${targets[@]}"; do
+    cat "logs/$t.result"
+    if grep -q "^$t: ok," "logs/$t.result"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
     fi
 done
 echo "total: $(($(date +%s) - start)) s"
