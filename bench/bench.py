@@ -6,7 +6,8 @@ Runs nginx, lighttpd, h2o and marmoset (its glibc and its musl build) one at
 a time, in ROUNDS alternating rounds, with the peers' Debian default configs
 changed only to listen on 127.0.0.1:PORT, serve a temp docroot, log no
 accesses and use CPU-count workers.  Tests per server and round:
-  (a)  ab -k -c10 -n200000 /index.html  + wrk -t1 -c10 cross-check
+  (a)  ab -k -c10 -n200000 /index.html  + wrk -t1 -c10 cross-check, with how the
+       server's CPU time split among its threads
   (b)  siege -b -c500 -r200 /linux.jpg  + wrk -t1 -c500 cross-check, RSS peak
   (c)  1000 idle keep-alive connections held, RSS sampled
   (s)  system calls per request: perf stat on the syscall tracepoints of the
@@ -221,6 +222,32 @@ def tree_cpu_s(root):
         fields = stat[stat.rfind(")") + 2:].split()
         ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
     return ticks / CLK
+
+
+def tree_thread_ticks(root):
+    """utime+stime of every thread in the process tree, in clock ticks, by thread."""
+    ticks = {}
+    for pid in tree_pids(root):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2:].split()
+            ticks[tid] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def busiest_share(before, after):
+    """The busiest thread's part of the tree's CPU between two tree_thread_ticks."""
+    used = [after[t] - before.get(t, 0) for t in after]
+    total = sum(used)
+    return max(used) / total if total > 0 else None
 
 
 class RssSampler:
@@ -675,7 +702,9 @@ def wrk_cmd(port, conns, path, scheme="http", close=False):
 
 def test_wrk(srv, conns, path, sample=False, close=False):
     scheme = "https" if srv.tls else "http"
+    threads0 = tree_thread_ticks(srv.pid)
     out, cpu, peak = measure(srv, wrk_cmd(srv.port, conns, path, scheme, close), sample=sample)
+    busiest = busiest_share(threads0, tree_thread_ticks(srv.pid))
     m = re.search(r"^BENCHJSON (\{.*\})$", out, re.M)
     if not m:
         return {"error": "wrk gave no result: " + out.strip()[-300:]}
@@ -687,6 +716,7 @@ def test_wrk(srv, conns, path, sample=False, close=False):
         "failed": sum(w[k] for k in ("err_connect", "err_read", "err_write", "err_status", "err_timeout")),
         "p99_ms": w["p99_us"] / 1000, "requests": n,
         "bytes_per_req": w["bytes"] / n if n else None,
+        "busiest_thread": busiest,
     }
     if peak is not None:
         res["peak_rss_kib"] = peak
@@ -1223,6 +1253,14 @@ def fmt_2(v):
     return f"{v:,.2f}"
 
 
+def fmt_each_2(vals):
+    return " / ".join(fmt_2(v) for v in vals)
+
+
+def fmt_shares(vals):
+    return " / ".join(f"{v * 100:.0f}%" for v in vals)
+
+
 def fmt_mib(kib):
     return f"{kib / 1024:,.1f}"
 
@@ -1256,6 +1294,8 @@ def agg_value(results, name, test, key, higher_better, how="agg"):
         return max(vals)
     if how == "min":
         return min(vals)
+    if how == "each":
+        return vals
     return aggregate(vals, higher_better)
 
 
@@ -1730,7 +1770,13 @@ def report(results, names, env, servers, cg, tls=None, tservers=(), proxy=None, 
         (None, "p99_ms", "p99 ms", False, fmt_2, True, "agg"),
         (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
         (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
+        (None, "p99_ms", "p99 ms, by round", False, fmt_each_2, False, "each"),
+        (None, "busiest_thread", "busiest thread's CPU share, by round", True, fmt_shares, False, "each"),
     ]))
+    L.append("")
+    L.append(f"The busiest thread's share is its part of the CPU time of all the server's threads during "
+             f"the run: about 100% when one thread served all {SMALL_C} connections, about 50% when two "
+             f"shared them evenly (and then shared the {CPUS} cores with wrk).")
     L.append("")
     L.append(f"## (b) 200 KiB file, {SIEGE_C} clients: `siege -b -r{SIEGE_REPS} -c{SIEGE_C} /linux.jpg` "
              f"(204800 bytes, {SIEGE_REPS} transactions per client)")
