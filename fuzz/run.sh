@@ -46,7 +46,6 @@ fi
 echo "build: ok, sanitizer $sanitizer, $(($(date +%s) - start)) s"
 bin="target/$(rustc -vV | sed -n 's/^host: //p')/release"
 
-# One fuzzer per core: each is a single process.
 fuzz_one() {
     local t=$1 rc runs cov crash
     mkdir -p "corpus/$t" "artifacts/$t"
@@ -66,9 +65,10 @@ fuzz_one() {
         grep -m 3 -E 'panicked at|ERROR: ' "logs/$t.log" | sed 's/^/    /'
     fi
 }
-jobs=$(nproc)
+# One fuzzer per core: each is a single process.
+cores=$(nproc)
 for t in "${targets[@]}"; do
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+    while [ "$(jobs -rp | wc -l)" -ge "$cores" ]; do
         wait -n
     done
     fuzz_one "$t" >"logs/$t.result" &
