@@ -149,19 +149,25 @@ def log(msg):
 
 # ---------------------------------------------------------------- /proc helpers
 
+def stat_fields(path):
+    """A /proc stat file's fields after the command name (state first), or None if it is gone."""
+    try:
+        with open(path) as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2:].split()
+
+
 def proc_children():
     """pid -> list of child pids, for all processes."""
     kids = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
-        kids.setdefault(ppid, []).append(int(d))
+        fields = stat_fields(f"/proc/{d}/stat")
+        if fields:
+            kids.setdefault(int(fields[1]), []).append(int(d))
     return kids
 
 
@@ -176,12 +182,8 @@ def tree_pids(root):
 
 def alive(pid):
     """Running, not a zombie waiting to be reaped."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2] != "Z"
+    fields = stat_fields(f"/proc/{pid}/stat")
+    return fields is not None and fields[0] != "Z"
 
 
 def tree_mem_kib(root, file, field):
@@ -214,13 +216,9 @@ def tree_cpu_s(root):
     """utime+stime (+ reaped children) in seconds over the process tree."""
     ticks = 0
     for pid in tree_pids(root):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        fields = stat_fields(f"/proc/{pid}/stat")
+        if fields:
+            ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
     return ticks / CLK
 
 
@@ -233,13 +231,9 @@ def tree_thread_ticks(root):
         except OSError:
             continue
         for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2:].split()
-            ticks[tid] = int(fields[11]) + int(fields[12])
+            fields = stat_fields(f"/proc/{pid}/task/{tid}/stat")
+            if fields:
+                ticks[tid] = int(fields[11]) + int(fields[12])
     return ticks
 
 
