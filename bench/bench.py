@@ -1345,6 +1345,23 @@ def table(results, names, test, cols):
     return "\n".join(lines + ([""] + errs if errs else []))
 
 
+def wrk10_table(results, names):
+    """The keep-alive `wrk -c10` table (over HTTP or HTTPS), with each round's
+    p99 beside how the server's threads shared its CPU in that round."""
+    return table(results, names, "wrk10", [
+        (None, "rps", "requests/s", True, fmt_int, True, "agg"),
+        (None, "mibs", "MiB/s", True, fmt_1, True, "agg"),
+        (None, "failed", "errors", False, fmt_int, False, "sum"),
+        (None, "p99_ms", "p99 ms", False, fmt_2, True, "agg"),
+        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
+        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
+        (None, "p99_ms", "p99 ms, by round", False, fmt_each_2, False, "each"),
+        (None, "busiest_thread", "busiest thread's CPU share, by round", True, fmt_shares, False, "each"),
+    ]) + ("\n\nThe busiest thread's share is its part of the CPU time of all the server's threads "
+          f"during the run: about 100% when one thread served all {SMALL_C} connections, about 50% "
+          f"when two shared them evenly (and then shared the {CPUS} cores with wrk).")
+
+
 def newest_source():
     """The mtime of the newest input of a build: a binary older than it is stale."""
     paths = [os.path.join(REPO, f) for f in ("Cargo.toml", "Cargo.lock", ".cargo/config.toml")]
@@ -1597,14 +1614,7 @@ def tls_section(tls, tnames, tservers):
     L.append("")
     L.append(f"### Small file, keep-alive: `wrk -t1 -c{SMALL_C} -d{DUR}s --latency https://…/index.html`")
     L.append("")
-    L.append(table(tls, tnames, "wrk10", [
-        (None, "rps", "requests/s", True, fmt_int, True, "agg"),
-        (None, "mibs", "MiB/s", True, fmt_1, True, "agg"),
-        (None, "failed", "errors", False, fmt_int, False, "sum"),
-        (None, "p99_ms", "p99 ms", False, fmt_2, True, "agg"),
-        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
-        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
-    ]))
+    L.append(wrk10_table(tls, tnames))
     L.append("")
     L.append("### New handshakes")
     L.append("")
@@ -1757,20 +1767,7 @@ def report(results, names, env, servers, cg, tls=None, tservers=(), proxy=None, 
     L.append("")
     L.append(f"Cross-check `wrk -t1 -c{SMALL_C} -d{DUR}s --latency /index.html`:")
     L.append("")
-    L.append(table(results, names, "wrk10", [
-        (None, "rps", "requests/s", True, fmt_int, True, "agg"),
-        (None, "mibs", "MiB/s", True, fmt_1, True, "agg"),
-        (None, "failed", "errors", False, fmt_int, False, "sum"),
-        (None, "p99_ms", "p99 ms", False, fmt_2, True, "agg"),
-        (None, "cpu_per_100k", "server CPU s / 100k req", False, fmt_2, True, "agg"),
-        (None, "req_per_cpu_s", "req / server CPU-s", True, fmt_int, True, "agg"),
-        (None, "p99_ms", "p99 ms, by round", False, fmt_each_2, False, "each"),
-        (None, "busiest_thread", "busiest thread's CPU share, by round", True, fmt_shares, False, "each"),
-    ]))
-    L.append("")
-    L.append(f"The busiest thread's share is its part of the CPU time of all the server's threads during "
-             f"the run: about 100% when one thread served all {SMALL_C} connections, about 50% when two "
-             f"shared them evenly (and then shared the {CPUS} cores with wrk).")
+    L.append(wrk10_table(results, names))
     L.append("")
     L.append(f"## (b) 200 KiB file, {SIEGE_C} clients: `siege -b -r{SIEGE_REPS} -c{SIEGE_C} /linux.jpg` "
              f"(204800 bytes, {SIEGE_REPS} transactions per client)")
