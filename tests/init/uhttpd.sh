@@ -72,6 +72,10 @@ procd_set_param() {
 	*) echo "set $_t $*" >>"$REC" ;;
 	esac
 }
+procd_append_param() {
+	[ -n "$_instance" ] || { echo "error append $1 outside an instance" >>"$REC"; return; }
+	echo "append $*" >>"$REC"
+}
 procd_add_reload_trigger() { echo "reload_trigger $*" >>"$REC"; }
 procd_add_raw_trigger() { echo "raw_trigger $*" >>"$REC"; }
 . "$INIT"
@@ -211,8 +215,8 @@ for SH in sh "busybox sh"; do
 	fi
 	check "[$SH] one instance 'main', run as: marmoset --config CONFDIR/uhttpd-main.conf" \
 		[ "$(tr '\n' ' ' <"$TMP/rec.cmd.main")" = "$BIN --config $TMP/conf/uhttpd-main.conf " ]
-	check "[$SH] procd: respawn, stderr, the certificate and key watched" \
-		recorded "set respawn " "set stderr 1" "set file $TMP/uhttpd.crt $TMP/uhttpd.key"
+	check "[$SH] procd: respawn, stderr; the config, certificate and key watched" \
+		recorded "set respawn " "set stderr 1" "set file $TMP/conf/uhttpd-main.conf" "append file $TMP/uhttpd.crt $TMP/uhttpd.key"
 	check "[$SH] reload on config 'uhttpd' and on acme.renew" \
 		recorded "reload_trigger uhttpd" "raw_trigger acme.renew 5000 /etc/init.d/uhttpd reload"
 	check "[$SH] no user: the server runs as root, as uhttpd" not grep -q '^user\|^group' "$TMP/conf/uhttpd-main.conf"
@@ -753,8 +757,9 @@ else
 	check "procd gets service 'uhttpd', instance 'main' running marmoset --config /var/etc/marmoset/uhttpd-main.conf" \
 		has_all "$json" '"name": "uhttpd"' '"main": {' '"command": [ "/usr/bin/marmoset", "--config", "/var/etc/marmoset/uhttpd-main.conf" ]' ||
 		echo "     $json"
-	check "procd: respawn (procd's 3600 5 5), stderr, the certificate and key watched; triggers on config 'uhttpd' and acme.renew" \
-		has_all "$json" '"respawn": [ "3600", "5", "5" ]' '"stderr": true' '"file": [ "/etc/uhttpd.crt", "/etc/uhttpd.key" ]' \
+	check "procd: respawn (procd's 3600 5 5), stderr; the config, certificate and key watched; triggers on config 'uhttpd' and acme.renew" \
+		has_all "$json" '"respawn": [ "3600", "5", "5" ]' '"stderr": true' \
+			'"file": [ "/var/etc/marmoset/uhttpd-main.conf", "/etc/uhttpd.crt", "/etc/uhttpd.key" ]' \
 			'"config.change"' '"uhttpd"' '"acme.renew"'
 	check "real uci: hostname and domain read (allowed-hosts gw gw.home.arpa)" \
 		grep -qx 'allowed-hosts gw gw.home.arpa' "$R/var/etc/marmoset/uhttpd-main.conf"
