@@ -24,7 +24,8 @@
 # whole tree or only modules/luci-base, modules/luci-mod-{admin-full,status,
 # system,network}, themes/luci-theme-bootstrap, libs/rpcd-mod-luci and
 # contrib/package/ucode-mod-html), and optionally ustream-ssl (uhttpd's
-# HTTPS, with OpenSSL). Run as root on Debian 12 (x86_64): the Debian
+# HTTPS, with OpenSSL) and procd with udebug (the service manager init
+# scripts talk to, run beside ubusd: tests/init/uhttpd.sh). Run as root on Debian 12 (x86_64): the Debian
 # packages it builds with are installed with apt-get when missing.
 # Builds go to OUT/build; OUT/root is written over. Root's password in
 # root/etc/shadow is OPENWRT_STACK_PASSWORD (default marmoset).
@@ -32,7 +33,7 @@
 # Checked with (2026-12-05): libubox 1aa36ee7, ubus 3cc98db1, uci 66127cd7,
 # ucode 81205a25, rpcd 44766874, lucihttp 9b5b683f, cgi-io 901b0f04,
 # uhttpd f682ccab, ustream-ssl 99bd3d2, iwinfo f5dd57a8 (its header),
-# LuCI 459941fb.
+# LuCI 459941fb; and (2026-12-07) procd 2c1834a, udebug 875e1a7.
 set -eu
 
 src=${1:-${OPENWRT_SRC_DIR:-}}
@@ -143,15 +144,16 @@ TOOLCHAIN
 	done
 fi
 
-# glibc 2.36 has no strlcpy, which rpcd uses.
+# glibc 2.36 has no strlcpy, which rpcd and procd use. No libc header here:
+# included first, one would fix the feature macros before a source sets them.
 cat >"$build/strlcpy.h" <<'EOF'
-#include <string.h>
+#include <stddef.h>
 static inline size_t stack_strlcpy(char *dst, const char *from, size_t size)
 {
-	size_t len = strlen(from), n = len < size ? len : size - 1;
+	size_t len = __builtin_strlen(from), n = len < size ? len : size - 1;
 
 	if (size > 0) {
-		memcpy(dst, from, n);
+		__builtin_memcpy(dst, from, n);
 		dst[n] = '\0';
 	}
 	return len;
@@ -159,9 +161,9 @@ static inline size_t stack_strlcpy(char *dst, const char *from, size_t size)
 #define strlcpy stack_strlcpy
 EOF
 
-# cmake_build NAME [CFLAGS] [CMAKE OPTION...]: configures, builds and installs
-# SRC/NAME into the root (prefix /usr), finding what earlier ones installed.
-cmake_build() {
+# cmake_configure NAME [CFLAGS] [CMAKE OPTION...]: configures SRC/NAME in
+# BUILD/NAME for the root (prefix /usr), finding what earlier ones installed.
+cmake_configure() {
 	name=$1 extra=$2
 	shift 2
 	echo "== $name"
@@ -177,8 +179,13 @@ cmake_build() {
 		-DCMAKE_PREFIX_PATH="$root/usr" -DCMAKE_C_FLAGS="-I$root/usr/include $cross_flags $extra" \
 		-DCMAKE_EXE_LINKER_FLAGS="$ld" -DCMAKE_SHARED_LINKER_FLAGS="$ld" -DCMAKE_MODULE_LINKER_FLAGS="$ld" \
 		"$@" >"$build/$name.log"
-	cmake --build "$build/$name" -j "$jobs" >>"$build/$name.log"
-	DESTDIR=$root cmake --install "$build/$name" >>"$build/$name.log"
+}
+
+# cmake_build NAME [CFLAGS] [CMAKE OPTION...]: configures, builds and installs it.
+cmake_build() {
+	cmake_configure "$@"
+	cmake --build "$build/$1" -j "$jobs" >>"$build/$1.log"
+	DESTDIR=$root cmake --install "$build/$1" >>"$build/$1.log"
 }
 
 echo "skipped: Lua bindings, examples, tests, rpcd's iwinfo plugin, ucode's rtnl and nl80211 modules"
@@ -198,6 +205,17 @@ else
 	echo "skipped: uhttpd's HTTPS (no $src/ustream-ssl)"
 fi
 cmake_build uhttpd "-D_GNU_SOURCE= -Wno-stringop-overread" -DTLS_SUPPORT=$tls -DLUA_SUPPORT=OFF
+# procd (optional) as a service manager beside ubusd, not as PID 1: only its
+# daemon is built, with udebug, which it links. Its -Werror would stop at two
+# warnings of Debian 12's gcc, in code that runs only in PID 1 or never.
+if [ -d "$src/procd" ] && [ -d "$src/udebug" ]; then
+	cmake_build udebug ""
+	cmake_configure procd "-D_GNU_SOURCE= -include $build/strlcpy.h -Wno-format-overflow -Wno-unused-function"
+	cmake --build "$build/procd" -j "$jobs" --target procd >>"$build/procd.log"
+	install -D -m 755 "$build/procd/procd" "$root/usr/sbin/procd"
+else
+	echo "skipped: procd (no $src/procd and $src/udebug): init scripts meet a stand-in for it"
+fi
 
 # LuCI: its files where OpenWrt's packages put them, then the pieces only
 # OpenWrt's package Makefiles build.

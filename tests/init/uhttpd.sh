@@ -15,9 +15,12 @@
 #     uci, jshn and jshn.sh are used): the script run as `/etc/init.d/uhttpd start`
 #     under OpenWrt's own rc.common, functions.sh, uci.sh, procd.sh and
 #     jshn.sh in a chroot, then the marmoset packages' /etc/init.d/marmoset
-#     the same way; only `ubus` (procd's end) is a stand-in recording the
-#     call, and the server is started from what it recorded. Skipped with a
-#     line otherwise.
+#     the same way. With procd in the stack (and ubusd), procd itself takes
+#     the call: it starts the server, starts it again when it is killed,
+#     restarts it on a new port after a uci change and the config.change
+#     event (what LuCI's Save & Apply sends), and stops it. Without, `ubus`
+#     is a stand-in recording the call, and the server is started from
+#     what it recorded. Skipped with a line otherwise.
 # Env: MARMOSET_BIN (a TLS build; default the `tls,ubus` build that
 # marmoset-uhttpd ships, target/release-tls-ubus/release/marmoset, built
 # when missing); KEEP_TMP=1 keeps the work directory. Last line:
@@ -34,6 +37,10 @@ chmod 755 "$TMP"
 pids=""
 cleanup() {
 	for p in $pids; do kill "$p" 2>/dev/null; done
+	# And what procd started in the chroot.
+	for d in /proc/[0-9]*; do
+		[ "$(readlink "$d/root" 2>/dev/null)" != "$TMP/root" ] || kill -9 "${d#/proc/}" 2>/dev/null
+	done
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -746,9 +753,41 @@ else
 	printf "config dnsmasq\n\toption domain 'home.arpa'\n" >"$R/etc/config/dhcp"
 	: >"$R/dev/null"
 	chmod 666 "$R/dev/null"
-	# procd's end: the call the script makes, recorded.
-	printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>/tmp/ubus.calls\n' >"$R/bin/ubus"
+	# ubusd names a client's user from its uid; the marmoset package runs as nobody.
+	printf 'root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/var:/bin/false\n' >"$R/etc/passwd"
+	printf 'root:x:0:\nnogroup:x:65534:\n' >"$R/etc/group"
+	# procd's end. The call the script makes is recorded; with procd in the
+	# stack, procd itself (beside ubusd, not as PID 1) then takes it.
+	if [ -x "$SR/sbin/procd" ] && [ -x "$SR/sbin/ubusd" ] && [ -x "$SR/bin/ubus" ]; then
+		procd=1
+		put "$SR/bin/ubus" /bin/ubus.real
+		put "$SR/sbin/ubusd" /sbin/ubusd
+		put "$SR/sbin/procd" /sbin/procd
+		mkdir -p "$R/var/run/ubus"
+		mknod -m 444 "$R/dev/urandom" c 1 9 # ubusd's
+		printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>/tmp/ubus.calls\nexec /bin/ubus.real "$@"\n' >"$R/bin/ubus"
+		chroot "$R" /sbin/ubusd 2>>"$TMP/ubusd.log" &
+		pids="$pids $!"
+		eventually 10 test -S "$R/var/run/ubus/ubus.sock" || bad "ubusd did not come up" || cat "$TMP/ubusd.log"
+		chroot "$R" /sbin/procd -S >>"$TMP/procd.log" 2>&1 &
+		pids="$pids $!"
+		eventually 10 chroot "$R" /bin/ubus.real -t 1 list service >/dev/null 2>&1 ||
+			bad "procd did not register its service object" || cat "$TMP/procd.log"
+	else
+		procd=0
+		skip "no procd in OPENWRT_STACK_DIR (board/openwrt/stack.sh builds it from SRC/procd and SRC/udebug): a stand-in takes its calls"
+		printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>/tmp/ubus.calls\n' >"$R/bin/ubus"
+	fi
 	chmod 755 "$R/bin/ubus" "$R/etc/init.d/uhttpd"
+	# An instance's pid as procd reports it (nothing when it runs none).
+	instance_pid() { # SERVICE INSTANCE
+		chroot "$R" /bin/ubus.real call service list "{\"name\":\"$1\"}" 2>/dev/null |
+			python3 -c 'import json, sys
+i = json.load(sys.stdin).get(sys.argv[1], {}).get("instances", {}).get(sys.argv[2], {})
+print(i["pid"] if i.get("running") else "")' "$1" "$2" 2>/dev/null
+	}
+	answers() { [ "$(curl -s "$@")" = hello ]; }
+	refused() { curl -s -o /dev/null "$1"; [ $? = 7 ]; }
 	# As OpenWrt runs it: the shebang makes it `/bin/sh /etc/rc.common /etc/init.d/uhttpd start`.
 	chroot "$R" /etc/init.d/uhttpd start >"$TMP/rc.out" 2>&1
 	check "rc.common start: ubus call service set, once" [ "$(grep -c '^call service set ' "$R/tmp/ubus.calls" 2>/dev/null)" = 1 ] ||
@@ -767,21 +806,46 @@ else
 		[ "$(grep -c " tls\$" "$R/var/etc/marmoset/uhttpd-main.conf")" = 2 ]
 	check "the written config passes marmoset --check-config in the chroot" \
 		chroot "$R" /usr/bin/marmoset --check-config --config /var/etc/marmoset/uhttpd-main.conf
-	chroot "$R" /usr/bin/marmoset --config /var/etc/marmoset/uhttpd-main.conf 2>>"$TMP/server.log" &
-	pid=$!
-	pids="$pids $pid"
-	wait_up "https://127.0.0.1:$P2/" -k || bad "the chrooted server did not come up" || cat "$TMP/server.log"
-	check "the server started as procd would: HTTP and HTTPS answer" \
-		[ "$(curl -s "http://127.0.0.1:$P1/")$(curl -sk "https://127.0.0.1:$P2/")" = hellohello ]
-	stop
+	if [ $procd = 0 ]; then
+		chroot "$R" /usr/bin/marmoset --config /var/etc/marmoset/uhttpd-main.conf 2>>"$TMP/server.log" &
+		pid=$!
+		pids="$pids $pid"
+		wait_up "https://127.0.0.1:$P2/" -k || bad "the chrooted server did not come up" || cat "$TMP/server.log"
+		check "the server started as procd would: HTTP and HTTPS answer" \
+			[ "$(curl -s "http://127.0.0.1:$P1/")$(curl -sk "https://127.0.0.1:$P2/")" = hellohello ]
+		stop
+	else
+		wait_up "https://127.0.0.1:$P2/" -k || bad "procd did not start the server" || cat "$TMP/procd.log"
+		check "procd started the server: HTTP and HTTPS answer" \
+			[ "$(curl -s "http://127.0.0.1:$P1/")$(curl -sk "https://127.0.0.1:$P2/")" = hellohello ]
+		first=$(instance_pid uhttpd main)
+		respawned() {
+			_p=$(instance_pid uhttpd main)
+			[ -n "$_p" ] && [ "$_p" != "$first" ] && answers "http://127.0.0.1:$P1/"
+		}
+		[ -z "$first" ] || kill -9 "$first"
+		check "killed, procd starts it again (after respawn's 5 s): another process answers" eventually 20 respawned
+		# What LuCI's Save & Apply does: uci commit, then the config.change
+		# event (reload_config), on which procd runs `/etc/init.d/uhttpd reload`.
+		P4=$(free_port)
+		chroot "$R" uci delete uhttpd.main.listen_http
+		chroot "$R" uci add_list uhttpd.main.listen_http="127.0.0.1:$P4"
+		chroot "$R" uci commit uhttpd
+		chroot "$R" /bin/ubus.real call service event '{"type":"config.change","data":{"package":"uhttpd"}}'
+		check "a changed listen_http and the config.change event: procd restarts it on the new port" \
+			eventually 20 answers "http://127.0.0.1:$P4/" ||
+			sed 's/^/     /' "$TMP/procd.log" "$R/var/etc/marmoset/uhttpd-main.conf"
+		check "and the old port is closed" refused "http://127.0.0.1:$P1/"
+		stopped() { [ -z "$(instance_pid "$1" "$2")" ] && refused "$3"; }
+		chroot "$R" /etc/init.d/uhttpd stop >>"$TMP/rc.out" 2>&1
+		check "rc.common stop: procd stops it, its port closed" eventually 20 stopped uhttpd main "https://127.0.0.1:$P2/"
+	fi
 
 	# The marmoset and marmoset-tls packages' own script, in the same chroot.
 	cp init/marmoset.init "$R/etc/init.d/marmoset"
 	chmod 755 "$R/etc/init.d/marmoset"
 	mkdir -p "$R/etc/marmoset"
 	cp rootfs-overlay/etc/marmoset/marmoset.conf "$R/etc/marmoset/"
-	printf 'root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/var:/bin/false\n' >"$R/etc/passwd"
-	printf 'root:x:0:\nnogroup:x:65534:\n' >"$R/etc/group"
 	P3=$(free_port)
 	sed "s|'0.0.0.0:8080'|'127.0.0.1:$P3'|; /\[::\]:8080/d; s|/www-marmoset|/www|; s|option syslog '1'|option syslog '0'|" \
 		init/marmoset.uci >"$R/etc/config/marmoset"
@@ -792,19 +856,30 @@ else
 		has_all "$json" '"name": "marmoset"' '"command": [ "/usr/bin/marmoset", "--listen", "127.0.0.1:'"$P3"'"' \
 			'"--user", "nobody", "--group", "nogroup"' '"respawn": [ "3600", "5", "5" ]' ||
 		sed 's/^/     /' "$TMP/rc-marmoset.out" "$R/tmp/ubus.calls"
-	# That command, run in the chroot as procd would (its arguments hold no spaces).
-	# shellcheck disable=SC2046
-	set -- $(printf '%s' "$json" | python3 -c 'import json, sys
+	if [ $procd = 0 ]; then
+		# That command, run in the chroot as procd would (its arguments hold no spaces).
+		# shellcheck disable=SC2046
+		set -- $(printf '%s' "$json" | python3 -c 'import json, sys
 print(" ".join(json.load(sys.stdin)["instances"]["instance1"]["command"]))' 2>/dev/null)
-	if [ $# -gt 0 ]; then
-		chroot "$R" "$@" 2>>"$TMP/server.log" &
-		pid=$!
-		pids="$pids $pid"
-		wait_up "http://127.0.0.1:$P3/" || cat "$TMP/server.log"
+		if [ $# -gt 0 ]; then
+			chroot "$R" "$@" 2>>"$TMP/server.log" &
+			pid=$!
+			pids="$pids $pid"
+			wait_up "http://127.0.0.1:$P3/" || cat "$TMP/server.log"
+		fi
+		check "that command serves the page" [ "$(curl -s "http://127.0.0.1:$P3/")" = hello ]
+	else
+		wait_up "http://127.0.0.1:$P3/" || cat "$TMP/procd.log"
+		check "procd started it: it serves the page" [ "$(curl -s "http://127.0.0.1:$P3/")" = hello ]
+		pid=$(instance_pid marmoset instance1)
 	fi
-	check "that command serves the page" [ "$(curl -s "http://127.0.0.1:$P3/")" = hello ]
-	check "started as root, it runs as nobody (uid 65534)" [ "$(ps -o uid= -p "$pid" | tr -d ' ')" = 65534 ]
-	stop
+	check "started as root, it runs as nobody (uid 65534)" [ "$(ps -o uid= -p "${pid:-0}" 2>/dev/null | tr -d ' ')" = 65534 ]
+	if [ $procd = 0 ]; then
+		stop
+	else
+		chroot "$R" /etc/init.d/marmoset stop >>"$TMP/rc-marmoset.out" 2>&1
+		check "rc.common stop: procd stops it, its port closed" eventually 20 stopped marmoset instance1 "http://127.0.0.1:$P3/"
+	fi
 fi
 
 echo "$pass passed, $fail failed"
