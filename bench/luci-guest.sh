@@ -13,7 +13,9 @@
 #   /usr/share/ucode/luci/uhttpd.uc`;
 # - each file has a second section `rsa` listening on HTTPS only (Marmoset 4443, uhttpd 8444) with an
 #   RSA-2048 pair, as px5g makes by default.
-# There is no procd: a stand-in for its end of `ubus call service set` (guest /bin/ubus) starts each
+# procd, when the stack has it (board/openwrt/stack.sh builds it from SRC/procd and SRC/udebug),
+# runs beside ubusd as OpenWrt's service manager (not as PID 1) and takes the init scripts' calls;
+# without it, a stand-in for its end of `ubus call service set` (guest /bin/ubus) starts each
 # instance it is given and starts it again when it exits (procd's respawn). The browser and curl
 # reach the guest over a tap link (host 198.18.0.1, guest 198.18.0.2: the benchmarking range), as a
 # LAN client reaches a router, with a TCP stack of its own at each end; LUCI_LINK=user goes through
@@ -135,7 +137,7 @@ mv "$OVERLAY/bin/uhttpd" "$OVERLAY/usr/sbin/uhttpd"
 ln -sf ../bin/uci "$OVERLAY/sbin/uci"
 mkdir -p "$OVERLAY/usr/bin"
 ln -sf ../../bin/ucode "$OVERLAY/usr/bin/ucode"
-mv "$OVERLAY/bin/ubus" "$OVERLAY/usr/libexec/ubus-cli"
+[ -x "$STACK/root/sbin/procd" ] || mv "$OVERLAY/bin/ubus" "$OVERLAY/usr/libexec/ubus-cli"
 cp "$OW/package/base-files/files/etc/rc.common" "$OVERLAY/etc/"
 cp "$OW/package/base-files/files/lib/functions.sh" "$OVERLAY/lib/"
 cp "$OW/package/base-files/files/lib/functions/service.sh" "$OVERLAY/lib/functions/"
@@ -186,10 +188,10 @@ pair() { # NAME OPENSSL-NEWKEY-ARGS...
 pair uhttpd -newkey ec -pkeyopt ec_paramgen_curve:P-256
 pair uhttpd-rsa -newkey rsa:2048
 
-# procd's end of `ubus call service set|list|delete`: each instance's command, one argument a line,
-# run and run again when it exits; its pid in /var/run/procd/SERVICE.INSTANCE.pid. Other calls go
-# to the real ubus.
-write_file "$OVERLAY/bin/ubus" 0755 <<'EOF'
+# Without procd, a stand-in for its end of `ubus call service set|list|delete`: each instance's
+# command, one argument a line, run and run again when it exits; its pid in
+# /var/run/procd/SERVICE.INSTANCE.pid. Other calls go to the real ubus.
+[ -x "$STACK/root/sbin/procd" ] || write_file "$OVERLAY/bin/ubus" 0755 <<'EOF'
 #!/bin/sh
 [ "$1 $2" = "call service" ] || exec /usr/libexec/ubus-cli "$@"
 . /usr/share/libubox/jshn.sh
@@ -228,7 +230,7 @@ delete)
 list) echo '{ }' ;;
 esac
 EOF
-write_file "$OVERLAY/bin/procd-respawn" 0755 <<'EOF'
+[ -x "$STACK/root/sbin/procd" ] || write_file "$OVERLAY/bin/procd-respawn" 0755 <<'EOF'
 #!/bin/sh
 # procd-respawn BASE: runs the command in BASE.cmd until BASE.stop exists.
 while [ ! -e "$1.stop" ]; do
@@ -248,7 +250,7 @@ EOF
 write_file "$OVERLAY/etc/init.d/S50marmoset" 0755 <<'EOF'
 #!/bin/sh
 case $1 in start) ;; *) exit 0 ;; esac
-printf 'Starting ubusd, rpcd, /etc/init.d/uhttpd and /etc/init.d/uhttpd-openwrt: '
+printf 'Starting ubusd, procd, rpcd, /etc/init.d/uhttpd and /etc/init.d/uhttpd-openwrt: '
 # The tap link, when the host made one: the second NIC.
 if [ -e /sys/class/net/eth1 ]; then
 	ip link set eth1 up && ip addr add 198.18.0.2/24 dev eth1
@@ -257,6 +259,11 @@ mkdir -p /var/run/ubus /var/lock
 setsid /sbin/ubusd -s /var/run/ubus/ubus.sock </dev/null >>/tmp/procd.log 2>&1 &
 i=0
 while [ ! -S /var/run/ubus/ubus.sock ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+if [ -x /sbin/procd ]; then
+	setsid /sbin/procd -S -s /var/run/ubus/ubus.sock </dev/null >>/tmp/procd.log 2>&1 &
+	i=0
+	until ubus -t 1 list service >/dev/null 2>&1 || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+fi
 setsid /sbin/rpcd -s /var/run/ubus/ubus.sock -t 30 </dev/null >>/tmp/procd.log 2>&1 &
 /etc/init.d/uhttpd start >>/tmp/procd.log 2>&1 &&
 	UCI_CONFIG_DIR=/etc/uhttpd-openwrt /etc/init.d/uhttpd-openwrt start >>/tmp/procd.log 2>&1 &&
@@ -265,6 +272,15 @@ EOF
 # In the guest: each server's processes, their CPU ticks (utime+stime+cutime+cstime) and VmHWM.
 write_file "$OVERLAY/bench/stat.sh" 0755 <<'EOF'
 #!/bin/sh
+if [ -x /sbin/procd ]; then
+	# procd's instances, named as the stand-in names them: SERVICE.INSTANCE
+	# (ucode reads the names as they are; jshn would turn a dash into _).
+	mkdir -p /var/run/procd
+	rm -f /var/run/procd/*.pid
+	ubus call service list | ucode -e 'let d = json(require("fs").stdin.read("all"));
+for (let s, v in d) for (let i, x in v.instances ?? {}) if (x.running) print(`${s}.${i} ${x.pid}\n`);' |
+		while read -r n pid; do echo "$pid" >"/var/run/procd/$n.pid"; done
+fi
 for p in /var/run/procd/*.pid; do
 	pid=$(cat "$p")
 	[ -r "/proc/$pid/stat" ] || continue
@@ -319,7 +335,8 @@ if [ -z "$LOGIN_M" ] || [ -z "$LOGIN_U" ]; then
   abort "LuCI's login page did not answer through both servers"
 fi
 pass "LuCI's login page: through marmoset $LOGIN_M s, through uhttpd $LOGIN_U s after qemu started"
-guest 30 "cat /tmp/procd.log; ls /var/run/procd; cat /var/etc/marmoset/uhttpd-main.conf; tr '\\n' ' ' </var/run/procd/uhttpd-openwrt.instance1.cmd"
+guest 30 "cat /tmp/procd.log; ls /var/run/procd; cat /var/etc/marmoset/uhttpd-main.conf
+  if [ -x /sbin/procd ]; then ubus call service list; else tr '\\n' ' ' </var/run/procd/uhttpd-openwrt.instance1.cmd; fi"
 printf '%s\n' "$GOUT" >"$OUT/guest-setup.txt"
 
 # ---- rounds ----------------------------------------------------------------------------------------
