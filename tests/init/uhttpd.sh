@@ -587,11 +587,14 @@ a%20b%2f~ a b" ]
 	check "two spares wait for requests before any comes" eventually 5 spares
 	fds=$(fd_count "$handler")
 	before=$(children)
-	curl -s -o /dev/null "http://127.0.0.1:$P1/cgi-bin/luci/x"
+	code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P1/cgi-bin/luci/x")
 	# shellcheck disable=SC2086
 	eventually 5 changed $before || kept=none
 	check "a request is taken by one of them, and one new spare replaces it" [ "$kept" = 1 ] ||
-		echo "     before: $before, now: $(children)"
+		{
+			echo "     before: $before, now: $(children), the request answered $code"
+			for c in $(children); do echo "     $c: state $(cut -d' ' -f3 "/proc/$c/stat"), waiting in $(cat "/proc/$c/wchan")"; done
+		}
 	for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$P1/cgi-bin/luci/x"; done
 	eventually 5 spares
 	check "50 requests later, luci-scgi.uc holds as many descriptors ($fds)" \
