@@ -25,8 +25,9 @@
 # system,network}, themes/luci-theme-bootstrap, libs/rpcd-mod-luci and
 # contrib/package/ucode-mod-html), and optionally ustream-ssl (uhttpd's
 # HTTPS, with OpenSSL) and procd with udebug (the service manager init
-# scripts talk to, run beside ubusd: tests/init/uhttpd.sh). Run as root on Debian 12 (x86_64): the Debian
-# packages it builds with are installed with apt-get when missing.
+# scripts talk to, run beside ubusd: tests/init/uhttpd.sh). Run as root on
+# Debian 12 (x86_64): the Debian packages it builds with are installed with
+# apt-get when missing.
 # Builds go to OUT/build; OUT/root is written over. Root's password in
 # root/etc/shadow is OPENWRT_STACK_PASSWORD (default marmoset).
 #
