@@ -880,8 +880,16 @@ print(" ".join(json.load(sys.stdin)["instances"]["instance1"]["command"]))' 2>/d
 	if [ $procd = 0 ]; then
 		stop
 	else
+		P5=$(free_port)
+		chroot "$R" uci delete marmoset.main.listen
+		chroot "$R" uci add_list marmoset.main.listen="127.0.0.1:$P5"
+		chroot "$R" uci commit marmoset
+		chroot "$R" /bin/ubus.real call service event '{"type":"config.change","data":{"package":"marmoset"}}'
+		check "marmoset.init: a changed listen and the config.change event: procd restarts it on the new port" \
+			eventually 20 answers "http://127.0.0.1:$P5/" || sed 's/^/     /' "$TMP/procd.log"
+		check "and the old port is closed" refused "http://127.0.0.1:$P3/"
 		chroot "$R" /etc/init.d/marmoset stop >>"$TMP/rc-marmoset.out" 2>&1
-		check "rc.common stop: procd stops it, its port closed" eventually 20 stopped marmoset instance1 "http://127.0.0.1:$P3/"
+		check "rc.common stop: procd stops it, its port closed" eventually 20 stopped marmoset instance1 "http://127.0.0.1:$P5/"
 	fi
 fi
 
