@@ -604,6 +604,38 @@ a%20b%2f~ a b" ]
 	check "a spare killed while it waits is replaced" eventually 5 spares "$victim"
 	out=$(curl -s "http://127.0.0.1:$P1/cgi-bin/luci/x" | head -n 1)
 	check "and the next request is answered" [ "$out" = "GET /cgi-bin/luci /x  1.1" ] || echo "     got: $out"
+	# Two spares that end at once, read by luci-scgi.uc in one epoll_wait
+	# (it is stopped meanwhile): the spare it forks on reading the first
+	# inherits the second, and must leave it to its parent. Then two spares
+	# wait, both its own: none has a child.
+	taken=$(children) streamers=
+	for i in 1 2; do
+		curl -sN "http://127.0.0.1:$P1/cgi-bin/luci/stream?$TMP/released" >"$TMP/pair$i.out" &
+		streamers="$streamers $!"
+	done
+	paired() { [ "$(cat "$TMP/pair1.out" "$TMP/pair2.out")" = "$(printf 'first\nfirst')" ]; }
+	# shellcheck disable=SC2046
+	three() { [ "$(count $(children))" = 3 ]; } # the two taken, and one made at once
+	if ! eventually 10 paired || ! eventually 5 three; then bad "two streams did not start"; fi
+	kill -STOP "$handler"
+	touch "$TMP/released"
+	# shellcheck disable=SC2086
+	wait $streamers
+	zombies() { for _p in "$@"; do [ "$(cut -d' ' -f3 "/proc/$_p/stat" 2>/dev/null)" = Z ] || return 1; done; }
+	# shellcheck disable=SC2086
+	eventually 5 zombies $taken || bad "the two spares that answered did not end"
+	kill -CONT "$handler"
+	# Two children, each waiting for a connection, with no child.
+	waiting() {
+		# shellcheck disable=SC2046
+		set -- $(children)
+		[ $# = 2 ] || return 1
+		for _p in "$@"; do
+			[ "$(cat "/proc/$_p/wchan")" = do_epoll_wait ] && [ -z "$(cat "/proc/$_p/task/$_p/children")" ] || return 1
+		done
+	}
+	check "two spares ending at once: two new ones wait, none with a child of its own" eventually 5 waiting ||
+		ps -o pid,ppid,stat,wchan:20,args -p "$(pgrep -d, -f luci-scgi)" | sed 's/^/     /'
 	# Out of descriptors (its limit lowered below those it holds), a spare
 	# that answered is not replaced, and luci-scgi.uc stays; once it can
 	# have descriptors again, the spare comes.

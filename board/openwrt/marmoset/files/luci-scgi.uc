@@ -372,9 +372,21 @@ const line = socket.pair(socket.SOCK_STREAM);
 const keep = line[0], lifeline = line[1];
 let idle = 0;
 
+// The parent's end of each spare's pair, with its watch. A spare forked
+// while the parent is between the events of one epoll_wait inherits the
+// rest of them: libubox keeps them in globals that uloop.done() leaves,
+// and the spare's first uloop.run() would hand them to its copies of these
+// watches, reading what its siblings tell the parent and forking spares of
+// its own. Deleting a watch drops its events.
+let ends = [];
+
 // A spare: waits for a connection, tells the parent over `cue` that it took
 // one, serves it and ends.
 function spare(cue) {
+	for (let e in ends) {
+		e.watch.delete();
+		e.mine.close();
+	}
 	keep.close();
 	dup2(log_copy.fileno(), 2);
 	uloop.init();
@@ -444,6 +456,7 @@ function start_spare(later) {
 
 		watch.delete();
 		mine.close();
+		ends = filter(ends, (e) => e.mine != mine);
 
 		if (!busy)
 			idle--;
@@ -454,6 +467,7 @@ function start_spare(later) {
 		// One that died waiting, young, is not replaced in a tight loop.
 		start_spare(!busy && time() - born < 1);
 	}, uloop.ULOOP_READ);
+	push(ends, { mine: mine, watch: watch });
 }
 
 for (let i = 0; i < SPARES; i++)
