@@ -823,6 +823,14 @@ print(i["pid"] if i.get("running") else "")' "$1" "$2" 2>/dev/null
 	}
 	answers() { [ "$(curl -s "$@")" = hello ]; }
 	refused() { curl -s -o /dev/null "$1"; [ $? = 7 ]; }
+	# What LuCI's Save & Apply does: uci commit, then the config.change
+	# event (reload_config), on which procd runs the package's `reload`.
+	relisten() { # PACKAGE OPTION ADDRESS
+		chroot "$R" uci delete "$1.main.$2"
+		chroot "$R" uci add_list "$1.main.$2=$3"
+		chroot "$R" uci commit "$1"
+		chroot "$R" /bin/ubus.real call service event "{\"type\":\"config.change\",\"data\":{\"package\":\"$1\"}}"
+	}
 	# As OpenWrt runs it: the shebang makes it `/bin/sh /etc/rc.common /etc/init.d/uhttpd start`.
 	chroot "$R" /etc/init.d/uhttpd start >"$TMP/rc.out" 2>&1
 	check "rc.common start: ubus call service set, once" [ "$(grep -c '^call service set ' "$R/tmp/ubus.calls" 2>/dev/null)" = 1 ] ||
@@ -856,17 +864,12 @@ print(i["pid"] if i.get("running") else "")' "$1" "$2" 2>/dev/null
 		first=$(instance_pid uhttpd main)
 		respawned() {
 			_p=$(instance_pid uhttpd main)
-			[ -n "$_p" ] && [ "$_p" != "$first" ] && answers "http://127.0.0.1:$P1/"
+			[ -n "$first" ] && [ -n "$_p" ] && [ "$_p" != "$first" ] && answers "http://127.0.0.1:$P1/"
 		}
 		[ -z "$first" ] || kill -9 "$first"
 		check "killed, procd starts it again (after respawn's 5 s): another process answers" eventually 20 respawned
-		# What LuCI's Save & Apply does: uci commit, then the config.change
-		# event (reload_config), on which procd runs `/etc/init.d/uhttpd reload`.
 		P4=$(free_port)
-		chroot "$R" uci delete uhttpd.main.listen_http
-		chroot "$R" uci add_list uhttpd.main.listen_http="127.0.0.1:$P4"
-		chroot "$R" uci commit uhttpd
-		chroot "$R" /bin/ubus.real call service event '{"type":"config.change","data":{"package":"uhttpd"}}'
+		relisten uhttpd listen_http "127.0.0.1:$P4"
 		check "a changed listen_http and the config.change event: procd restarts it on the new port" \
 			eventually 20 answers "http://127.0.0.1:$P4/" ||
 			sed 's/^/     /' "$TMP/procd.log" "$R/var/etc/marmoset/uhttpd-main.conf"
@@ -913,10 +916,7 @@ print(" ".join(json.load(sys.stdin)["instances"]["instance1"]["command"]))' 2>/d
 		stop
 	else
 		P5=$(free_port)
-		chroot "$R" uci delete marmoset.main.listen
-		chroot "$R" uci add_list marmoset.main.listen="127.0.0.1:$P5"
-		chroot "$R" uci commit marmoset
-		chroot "$R" /bin/ubus.real call service event '{"type":"config.change","data":{"package":"marmoset"}}'
+		relisten marmoset listen "127.0.0.1:$P5"
 		check "marmoset.init: a changed listen and the config.change event: procd restarts it on the new port" \
 			eventually 20 answers "http://127.0.0.1:$P5/" || sed 's/^/     /' "$TMP/procd.log"
 		check "and the old port is closed" refused "http://127.0.0.1:$P3/"
