@@ -610,7 +610,7 @@ a%20b%2f~ a b" ]
 	# wait, both its own: none has a child.
 	taken=$(children) streamers=
 	for i in 1 2; do
-		curl -sN "http://127.0.0.1:$P1/cgi-bin/luci/stream?$TMP/released" >"$TMP/pair$i.out" &
+		curl -sN -m 30 "http://127.0.0.1:$P1/cgi-bin/luci/stream?$TMP/released" >"$TMP/pair$i.out" &
 		streamers="$streamers $!"
 	done
 	paired() { [ "$(cat "$TMP/pair1.out" "$TMP/pair2.out")" = "$(printf 'first\nfirst')" ]; }
