@@ -568,6 +568,10 @@ a%20b%2f~ a b" ]
 		done
 	}
 	children() { cat "/proc/$handler/task/$handler/children" 2>/dev/null; }
+	# A process's state letter (Z for a zombie), nothing when it is gone.
+	state() { cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null; }
+	# Every luci-scgi.uc process, with its parent and what it waits in.
+	show_spares() { ps -o pid,ppid,stat,wchan:20,args -p "$(pgrep -d, -f luci-scgi)" | sed 's/^/     /'; }
 	count() { echo $#; }
 	# spares [PID...]: luci-scgi.uc has exactly two children (its spares),
 	# none of them one of PIDs.
@@ -593,7 +597,7 @@ a%20b%2f~ a b" ]
 	check "a request is taken by one of them, and one new spare replaces it" [ "$kept" = 1 ] ||
 		{
 			echo "     before: $before, now: $(children), the request answered $code"
-			for c in $(children); do echo "     $c: state $(cut -d' ' -f3 "/proc/$c/stat"), waiting in $(cat "/proc/$c/wchan")"; done
+			show_spares
 		}
 	for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$P1/cgi-bin/luci/x"; done
 	eventually 5 spares
@@ -621,7 +625,7 @@ a%20b%2f~ a b" ]
 	touch "$TMP/released"
 	# shellcheck disable=SC2086
 	wait $streamers
-	zombies() { for _p in "$@"; do [ "$(cut -d' ' -f3 "/proc/$_p/stat" 2>/dev/null)" = Z ] || return 1; done; }
+	zombies() { for _p in "$@"; do [ "$(state "$_p")" = Z ] || return 1; done; }
 	# shellcheck disable=SC2086
 	eventually 5 zombies $taken || bad "the two spares that answered did not end"
 	kill -CONT "$handler"
@@ -634,8 +638,7 @@ a%20b%2f~ a b" ]
 			[ "$(cat "/proc/$_p/wchan")" = do_epoll_wait ] && [ -z "$(cat "/proc/$_p/task/$_p/children")" ] || return 1
 		done
 	}
-	check "two spares ending at once: two new ones wait, none with a child of its own" eventually 5 waiting ||
-		ps -o pid,ppid,stat,wchan:20,args -p "$(pgrep -d, -f luci-scgi)" | sed 's/^/     /'
+	check "two spares ending at once: two new ones wait, none with a child of its own" eventually 5 waiting || show_spares
 	# Out of descriptors (its limit lowered below those it holds), a spare
 	# that answered is not replaced, and luci-scgi.uc stays; once it can
 	# have descriptors again, the spare comes.
@@ -679,7 +682,7 @@ a%20b%2f~ a b" ]
 		# Ended: gone, or a zombie this shell has not reaped.
 		ended() {
 			grep -q "ending for a fresh start" "$TMP/ucode.log" &&
-				case $(cut -d ' ' -f 3 "/proc/$handler/stat" 2>/dev/null) in '' | Z) ;; *) false ;; esac
+				case $(state "$handler") in '' | Z) ;; *) false ;; esac
 		}
 		check "then no spare made: said, and luci-scgi.uc ends for a fresh start" eventually 5 ended
 		kill -KILL "$handler" 2>/dev/null
