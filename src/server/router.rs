@@ -471,26 +471,23 @@ fn file_part(
     (offset, len): (u64, u64),
     range: Option<ContentRange>,
 ) -> Response {
+    let status = if range.is_some() {
+        Status::PartialContent
+    } else {
+        Status::Ok
+    };
+    let body = Body::File {
+        file: f.file.clone(),
+        bytes: f.body.clone(),
+        offset,
+        len,
+    };
     Response {
-        status: if range.is_some() {
-            Status::PartialContent
-        } else {
-            Status::Ok
-        },
         content_type: Some(content_type),
         validators: Some(f.validators.clone()),
         status_header: range.map(StatusHeader::ContentRange),
         accept_ranges: true,
-        extra: heapless::Vec::new(),
-        rules: None,
-        fields: None,
-        body: Body::File {
-            file: f.file.clone(),
-            bytes: f.body.clone(),
-            offset,
-            len,
-        },
-        close: false,
+        ..Response::new(status, body)
     }
 }
 
