@@ -372,20 +372,22 @@ const line = socket.pair(socket.SOCK_STREAM);
 const keep = line[0], lifeline = line[1];
 let idle = 0;
 
-// The parent's end of each spare's pair, with its watch. A spare forked
+// The parent's watch on its end of each spare's pair. A spare forked
 // while the parent is between the events of one epoll_wait inherits the
 // rest of them: libubox keeps them in globals that uloop.done() leaves,
 // and the spare's first uloop.run() would hand them to its copies of these
 // watches, reading what its siblings tell the parent and forking spares of
 // its own. Deleting a watch drops its events.
-let ends = [];
+let watches = [];
 
 // A spare: waits for a connection, tells the parent over `cue` that it took
 // one, serves it and ends.
 function spare(cue) {
-	for (let e in ends) {
-		e.watch.delete();
-		e.mine.close();
+	for (let w in watches) {
+		let end = w.handle();
+
+		w.delete();
+		end.close();
 	}
 	keep.close();
 	dup2(log_copy.fileno(), 2);
@@ -456,7 +458,7 @@ function start_spare(later) {
 
 		watch.delete();
 		mine.close();
-		ends = filter(ends, (e) => e.mine != mine);
+		watches = filter(watches, (w) => w != watch);
 
 		if (!busy)
 			idle--;
@@ -467,7 +469,7 @@ function start_spare(later) {
 		// One that died waiting, young, is not replaced in a tight loop.
 		start_spare(!busy && time() - born < 1);
 	}, uloop.ULOOP_READ);
-	push(ends, { mine: mine, watch: watch });
+	push(watches, watch);
 }
 
 for (let i = 0; i < SPARES; i++)
