@@ -567,7 +567,8 @@ a%20b%2f~ a b" ]
 			rmdir "$_d/marmoset-test-$$"
 		done
 	}
-	children() { cat "/proc/$handler/task/$handler/children" 2>/dev/null; }
+	# children [PID]: a process's children, luci-scgi.uc's by default.
+	children() { set -- "${1:-$handler}"; cat "/proc/$1/task/$1/children" 2>/dev/null; }
 	# A process's state letter (Z for a zombie), nothing when it is gone.
 	state() { cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null; }
 	# Every luci-scgi.uc process, with its parent and what it waits in.
@@ -635,7 +636,7 @@ a%20b%2f~ a b" ]
 		set -- $(children)
 		[ $# = 2 ] || return 1
 		for _p in "$@"; do
-			[ "$(cat "/proc/$_p/wchan")" = do_epoll_wait ] && [ -z "$(cat "/proc/$_p/task/$_p/children")" ] || return 1
+			[ "$(cat "/proc/$_p/wchan")" = do_epoll_wait ] && [ -z "$(children "$_p")" ] || return 1
 		done
 	}
 	check "two spares ending at once: two new ones wait, none with a child of its own" eventually 5 waiting || show_spares
