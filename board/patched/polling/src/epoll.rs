@@ -50,7 +50,8 @@ pub struct Poller {
 /// level-triggered one and used up here: re-arming a socket for reading
 /// after every event, as an event loop does once per request, then costs
 /// no system call. The kernel's registration changes only when a wanted
-/// direction is missing from it, or when it reports what nobody wants.
+/// direction is missing from it, or when a wait that may block is told
+/// what nobody wants.
 ///
 /// Unlike a oneshot registration, a level-triggered one that was reported
 /// goes back on the kernel's ready list at once: a source reported in one
@@ -355,6 +356,7 @@ impl Poller {
         // registrations), a wait that has no timeout of its own or ends by
         // the timer waits again rather than return empty early.
         let appended_from = events.list.len();
+        let may_block = timeout != Some(Timespec::default());
         loop {
             epoll::wait(
                 &self.epoll_fd,
@@ -368,7 +370,7 @@ impl Poller {
                 "new events",
             );
             let reported = events.list.len() > appended_from;
-            self.answer_sources(&mut events.list, appended_from);
+            self.answer_sources(&mut events.list, appended_from, may_block);
             if !reported || events.list.len() > appended_from || timeout.is_some() {
                 break;
             }
@@ -393,14 +395,18 @@ impl Poller {
 
     /// Turns the kernel's reports from `from` on into the sources' events:
     /// each under its key, a oneshot source's only for what it waits for,
-    /// which is then used up. A report nobody waits for is dropped, and the
-    /// kernel's registration cut down to what is still wanted.
-    fn answer_sources(&self, list: &mut Vec<epoll::Event>, from: usize) {
+    /// which is then used up. A report nobody waits for is dropped, and,
+    /// when `cut`, the kernel's registration cut down to what is still
+    /// wanted. A wait that cannot block leaves it: its reports are mostly
+    /// of sockets whose tasks were woken and have not run yet, which will
+    /// want reading again once they have, and only a wait that blocks
+    /// would be cut short by them.
+    fn answer_sources(&self, list: &mut Vec<epoll::Event>, from: usize, cut: bool) {
         let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
         let mut kept = from;
         for i in from..list.len() {
             let mut ev = list[i];
-            if self.answer(&mut sources, &mut ev) {
+            if self.answer(&mut sources, &mut ev, cut) {
                 list[kept] = ev;
                 kept += 1;
             }
@@ -409,7 +415,7 @@ impl Poller {
     }
 
     /// One report: `false` when it is dropped.
-    fn answer(&self, sources: &mut [Option<Source>], ev: &mut epoll::Event) -> bool {
+    fn answer(&self, sources: &mut [Option<Source>], ev: &mut epoll::Event, cut: bool) -> bool {
         let data = ev.data.u64();
         if data == crate::NOTIFY_KEY as u64 {
             return true;
@@ -426,7 +432,7 @@ impl Poller {
             let kernel = want.kernel_flags(false);
             // Already so: a oneshot registration of nothing reporting a
             // hang-up, now spent. Arming it again would report it again.
-            if kernel == source.kernel {
+            if kernel == source.kernel || !cut {
                 return false;
             }
             // SAFETY: the descriptor is registered, hence open.
