@@ -88,6 +88,7 @@ fn a_source_waiting_for_nothing_is_not_reported_even_after_a_hang_up() -> io::Re
 fn waits_that_cannot_block_drop_unwanted_reports_and_a_blocking_one_still_sleeps() -> io::Result<()> {
     let poller = Poller::new()?;
     let (mut client, server) = pair()?;
+    // SAFETY: epoll drops a closed descriptor's registration itself.
     unsafe { poller.add(&server, Event::readable(2))? };
     client.write_all(b"a")?;
     assert_eq!(wait(&poller, 2000)?.len(), 1);
