@@ -430,9 +430,10 @@ impl Poller {
         let answered = want.answered_by(ev.flags);
         if answered.is_empty() {
             let kernel = want.kernel_flags(false);
-            // Already so: a oneshot registration of nothing reporting a
-            // hang-up, now spent. Arming it again would report it again.
-            if kernel == source.kernel || !cut {
+            // Left for a wait that may block; or already so: a oneshot
+            // registration of nothing reporting a hang-up, now spent.
+            // Arming it again would report it again.
+            if !cut || kernel == source.kernel {
                 return false;
             }
             // SAFETY: the descriptor is registered, hence open.
