@@ -4,7 +4,8 @@
 //!
 //! - `limits`, `values`, `sys`: bounds, setting parsers, Unix calls
 //!   (`no_unwind`: the stack walker the static musl builds leave out;
-//!   `spare_blocks`: their allocator);
+//!   `spare_blocks`: their allocator; `mips_mem`: the MIPS builds'
+//!   `memcpy` and `bcmp`);
 //! - `tls` (with the `tls` feature): certificates and the rustls settings;
 //! - `http`: the protocol without I/O (requests, paths, conditions, heads);
 //! - `policy`: address rules, Basic auth, per-path header rules;
@@ -32,6 +33,8 @@ mod files;
 pub mod http;
 mod limits;
 mod logs;
+#[cfg(any(target_arch = "mips", test))]
+mod mips_mem;
 mod net;
 #[cfg(all(
     target_env = "musl",
