@@ -24,7 +24,7 @@ use crate::http::request::Version;
 use crate::http::response::{self, HeadContext, Response, StatusHeader};
 use crate::http::status::Status;
 use crate::limits::{HEAD_BUF, PIPE_CHUNK, REAP_BACKSTOP, STDERR_LINE};
-use crate::net::buffers::Pool;
+use crate::net::buffers::{self, Pool};
 use crate::net::deadline::within;
 use crate::net::notify::Notify;
 use crate::net::pace::Pace;
@@ -338,7 +338,7 @@ impl Exchange<'_> {
         let mut out = self.pool.out();
         let result = async {
             let mut got = 0;
-            out.resize(HEAD_BUF, 0);
+            buffers::zeroed_to(&mut out, HEAD_BUF);
             let (head_len, body_start) = loop {
                 if let Some(end) = output::head_end(&out[..got]) {
                     break end;

@@ -17,7 +17,7 @@ use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, Insufficien
 use rustls::{ExtractedSecrets, ServerConfig};
 
 use crate::limits::{TLS_HANDSHAKE_HELD, TLS_HELD, TLS_READ};
-use crate::net::buffers::Pool;
+use crate::net::buffers::{self, Pool};
 use crate::sys;
 
 /// The connection cannot go on: the client broke the protocol, or the
@@ -415,7 +415,7 @@ fn grow_while_short(
         // Exact: a record that overflows the pool's buffer by its overhead
         // does not double it.
         out.reserve_exact((start + room).saturating_sub(out.len()));
-        out.resize(start + room, 0);
+        buffers::zeroed_to(out, start + room);
         match write(&mut out[start..]) {
             Ok(n) => {
                 out.truncate(start + n);

@@ -545,7 +545,7 @@ async fn read_head(
 ) -> Result<(Head, usize), NoHead> {
     let until = Instant::now() + NO_LIMIT;
     buf.clear();
-    buf.resize(HEAD_BUF, 0);
+    buffers::zeroed_to(buf, HEAD_BUF);
     let mut got = 0;
     let mut any = false;
     loop {

@@ -29,6 +29,7 @@ use crate::limits::{
     LINGER_BYTES, LINGER_TIME, MAX_CGI_CHUNKED_BODY, MAX_DISCARDED_BODY, MAX_LOCAL_REDIRECTS,
 };
 use crate::logs::access_log;
+use crate::net::buffers;
 use crate::net::deadline::within;
 use crate::net::input::Input;
 use crate::net::pace::Pace;
@@ -964,7 +965,7 @@ impl Conn {
                 file, offset, len, ..
             } if out.len() as u64 + *len <= OUT_BUF as u64 => {
                 let head = out.len();
-                out.resize(head + *len as usize, 0);
+                buffers::zeroed_to(out, head + *len as usize);
                 // A file cut short since it was opened: close rather than send a wrong length.
                 file.read_exact_at(&mut out[head..], *offset)?;
                 self.sock.send_all(out).await
@@ -990,7 +991,7 @@ impl Conn {
         let mut sent = 0u64;
         loop {
             let head = out.len();
-            out.resize(OUT_BUF, 0);
+            buffers::zeroed_to(out, OUT_BUF);
             let n = stream.fill(&mut out[head..])?;
             out.truncate(head + n);
             sent += n as u64;

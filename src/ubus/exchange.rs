@@ -15,6 +15,7 @@ use crate::http::request::{BodyKind, Version};
 use crate::http::response::{self, Body, HeadContext, Response};
 use crate::http::status::Status;
 use crate::limits::{UBUS_ANONYMOUS_WAIT, UBUS_MAX_BODY};
+use crate::net::buffers;
 use crate::net::client::Client;
 use crate::net::hangup::client_gone;
 use crate::net::input::Input;
@@ -225,7 +226,7 @@ impl Exchange<'_> {
                 let n = usize::try_from(n).ok()?;
                 let mut text = input.take(n as u64);
                 let mut got = text.len();
-                text.resize(n, 0);
+                buffers::zeroed_to(&mut text, n);
                 while got < n {
                     match self.sock.read_some(&mut text[got..], deadline).await {
                         Ok(0) | Err(_) => return None,
