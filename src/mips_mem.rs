@@ -159,6 +159,7 @@ unsafe extern "C" fn memcpy(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
 // its C signature and contract (`differ`'s).
 #[cfg(target_arch = "mips")]
 #[unsafe(no_mangle)]
+// Slice compares call it by name: inlined into each, it cost 6 KB.
 #[inline(never)]
 unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
     // SAFETY: the caller's, as for `bcmp`.
