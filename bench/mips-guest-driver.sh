@@ -10,7 +10,8 @@
 #                                    system calls per request) over `ab -k -c 1 -n N`
 #   driver.sh versions               one `@@V name: version` line per program
 #
-# SERVER: marmoset, marmoset-tls, busybox, lighttpd, uhttpd.
+# SERVER: marmoset, marmoset-lean (the same binary sending only the head lines the peers send),
+# marmoset-tls, busybox, lighttpd, uhttpd.
 # shellcheck disable=SC3043 # BusyBox ash has local
 HTTP_PORT=8080
 HTTPS_PORT=8443
@@ -89,6 +90,10 @@ start() {
 	case $name in
 	marmoset)
 		/usr/bin/marmoset --config "$HERE/empty.conf" --root "$DOC" --listen "127.0.0.1:$PORT" \
+			--workers 1 >/tmp/server.log 2>&1 &
+		;;
+	marmoset-lean)
+		/usr/bin/marmoset --config "$HERE/lean.conf" --root "$DOC" --listen "127.0.0.1:$PORT" \
 			--workers 1 >/tmp/server.log 2>&1 &
 		;;
 	marmoset-tls)
