@@ -279,8 +279,9 @@ def main():
     out.append("- servers: " + "; ".join(
         [f"marmoset: `{ver.get('marmoset', '?')}` ({d})" if n == "marmoset" else
          f"marmoset-tls: `{ver.get('marmoset-tls', '?')}` ({d})" for n, d in names]
-        + ["marmoset-lean: the marmoset build with `cache * off` and the three security header lines "
-           "removed (`header * -Name`), so that it sends the head lines the peers send"]
+        + (["marmoset-lean: the marmoset build with `cache * off` and the three security header lines "
+            "removed (`header * -Name`), so that it sends the head lines the peers send"]
+           if "marmoset-lean" in all_servers else [])
         + [f"BusyBox httpd: `{ver.get('busybox', '?')}` (busybox-static)",
            f"lighttpd: `{ver.get('lighttpd', '?')}` with lighttpd-mod-openssl"]
         + ([f"uhttpd: {args.uhttpd}"] if args.uhttpd else ["uhttpd: not built (no `UHTTPD_DIR`)"])))
@@ -305,12 +306,14 @@ def main():
                "whichever server sent it; Marmoset pads the head of a large file's answer with spaces so that "
                "its body starts as aligned in the stream as in the file. The files' modification time is "
                "fixed (2023-01-01 00:00 UTC) and lighttpd's ETag leaves out the inode, so its head is as long "
-               "in every run: 220 bytes for the 200 KB file, a multiple of 4, its faster case. ab finds the end of a head, `Keep-Alive` and "
-               "`Content-Length:` by searching the head byte by byte, case-insensitively: a longer head costs "
-               "the load generator, which shares the CPU, more. Marmoset's defaults add about 110 bytes of head "
-               "lines the peers do not send (Cache-Control and three security headers); marmoset-lean, the "
-               "same binary configured without them, shows what those lines cost in each test. The figures "
-               "of record are the default configuration's.")
+               "in every run: 220 bytes for the 200 KB file, a multiple of 4, its faster case. ab finds the "
+               "end of a head, `Keep-Alive` and `Content-Length:` by searching the head byte by byte, "
+               "case-insensitively: a longer head costs the load generator, which shares the CPU, more. "
+               "Marmoset's defaults add about 110 bytes of head lines the peers do not send (Cache-Control "
+               "and three security headers)"
+               + ("; marmoset-lean, the same binary configured without them, shows what those lines cost in "
+                  "each test. The figures of record are the default configuration's."
+                  if "marmoset-lean" in all_servers else "."))
     out.append("")
     out.append("### Marmoset / best peer")
     out.append("")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Marmoset against its peers on a router's CPU: one QEMU Malta guest (`qemu-system-mipsel -M malta
 # -cpu 24Kc -smp 1 -m 256`, Debian bookworm's 4kc-malta kernel, a BusyBox initramfs) holding
-# marmoset (its default and its tls build for mipsel-unknown-linux-musl), BusyBox httpd, lighttpd
+# marmoset (its default and its tls build for mipsel-unknown-linux-musl; the default build also
+# as marmoset-lean, configured to send only the head lines the peers send), BusyBox httpd, lighttpd
 # with mod_openssl (Debian's mipsel packages) and, when its tree is given, uhttpd; the load
 # generator (ApacheBench, openssl s_time) runs in the same guest over loopback, so the host's
 # network path is not measured. The guest is booted twice: under `-icount shift=3 -rtc clock=vm`
