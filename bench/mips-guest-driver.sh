@@ -88,12 +88,10 @@ start() {
 		return 1
 	fi
 	case $name in
-	marmoset)
-		/usr/bin/marmoset --config "$HERE/empty.conf" --root "$DOC" --listen "127.0.0.1:$PORT" \
-			--workers 1 >/tmp/server.log 2>&1 &
-		;;
-	marmoset-lean)
-		/usr/bin/marmoset --config "$HERE/lean.conf" --root "$DOC" --listen "127.0.0.1:$PORT" \
+	marmoset | marmoset-lean)
+		conf=empty
+		[ "$name" = marmoset-lean ] && conf=lean
+		/usr/bin/marmoset --config "$HERE/$conf.conf" --root "$DOC" --listen "127.0.0.1:$PORT" \
 			--workers 1 >/tmp/server.log 2>&1 &
 		;;
 	marmoset-tls)
