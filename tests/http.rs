@@ -179,6 +179,18 @@ fn host_is_required_on_1_1_and_absolute_form_works() {
     let s = Server::start(&[]);
     let out = s.raw(b"GET / HTTP/1.1\r\n\r\n");
     assert!(out.starts_with("HTTP/1.1 400 "), "{out}");
+    // A Host no URI could hold is refused, on 1.0 too, and the connection closed.
+    for head in [
+        "GET / HTTP/1.1\r\nHost: a b\r\n",
+        "GET / HTTP/1.0\r\nHost: dev.local:80:81\r\nConnection: keep-alive\r\n",
+        "GET http://[::1/ HTTP/1.1\r\nHost: t\r\n",
+    ] {
+        let out = s.raw(format!("{head}\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        assert!(out.starts_with("HTTP/1.1 400 "), "{head}: {out}");
+        assert_eq!(out.matches("HTTP/1.1 ").count(), 1, "{head}: {out}");
+    }
+    let out = s.raw(b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\nConnection: close\r\n\r\n");
+    assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
     let out = s.raw(b"GET http://device.local/index.html HTTP/1.1\r\nHost: device.local\r\nConnection: close\r\n\r\n");
     assert!(
         out.starts_with("HTTP/1.1 200 ") && out.ends_with("hello\n"),
@@ -188,14 +200,17 @@ fn host_is_required_on_1_1_and_absolute_form_works() {
 }
 
 #[test]
-fn other_versions_get_505() {
+fn other_versions_get_505_and_bad_request_lines_400() {
     let s = Server::start(&[]);
     for v in ["HTTP/2.0", "HTTP/1.2", "HTTP/3.0"] {
         let out = s.raw(format!("GET / {v}\r\nHost: t\r\n\r\n").as_bytes());
         assert!(out.starts_with("HTTP/1.1 505 "), "{v}: {out}");
     }
-    let out = s.raw(b"GET / JUNK/1.1\r\nHost: t\r\n\r\n");
-    assert!(out.starts_with("HTTP/1.1 400 "), "{out}");
+    // A space in the target is a bad request line, not a version.
+    for line in ["GET / JUNK/1.1", "GET /a?b c HTTP/1.1", "GET /  HTTP/1.1"] {
+        let out = s.raw(format!("{line}\r\nHost: t\r\n\r\n").as_bytes());
+        assert!(out.starts_with("HTTP/1.1 400 "), "{line}: {out}");
+    }
     s.assert_healthy();
 }
 

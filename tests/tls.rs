@@ -522,14 +522,19 @@ fn plain_requests_are_redirected_to_https_except_acme_challenges() {
         )),
         "{raw}"
     );
-    // A Host that is not a name is not echoed.
+    // A Host a URI allows but that is no DNS name is not echoed; one no
+    // URI allows is refused.
     let raw = t
         .server
-        .raw(b"GET / HTTP/1.1\r\nHost: evil.example/x\r\nConnection: close\r\n\r\n");
+        .raw(b"GET / HTTP/1.1\r\nHost: evil.example%2fx\r\nConnection: close\r\n\r\n");
     assert!(
         raw.contains(&format!("Location: https://127.0.0.1:{}/\r\n", t.port)),
         "{raw}"
     );
+    let raw = t
+        .server
+        .raw(b"GET / HTTP/1.1\r\nHost: evil.example/x\r\nConnection: close\r\n\r\n");
+    assert!(raw.starts_with("HTTP/1.1 400 "), "{raw}");
     let acme = t.server.get("/.well-known/acme-challenge/tok3n", &[]);
     assert_eq!(
         (acme.status, acme.text().as_str()),

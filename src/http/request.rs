@@ -223,7 +223,10 @@ fn incomplete(buf: &[u8]) -> Result<Option<Request<'_>>, Reject> {
     }
 }
 
-/// A version httparse refused: 505 if it is a well-formed HTTP-version, else 400.
+/// A version httparse refused: 505 if the request line is otherwise well
+/// formed (method, target and an HTTP-version other than 1.0 and 1.1, one
+/// space apart), else 400: `GET /a b HTTP/1.1` has a space in its target,
+/// not a version this server lacks.
 fn version_error(buf: &[u8]) -> Reject {
     // The request line after any leading empty lines (as `line_len` measures it).
     let start = buf
@@ -233,12 +236,21 @@ fn version_error(buf: &[u8]) -> Reject {
     let rest = &buf[start..];
     let line = &rest[..line_len(rest).unwrap_or(rest.len()).min(rest.len())];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let version = line.rsplit(|&b| b == b' ').next().unwrap_or(b"");
-    let well_formed = version.len() == 8
-        && version.starts_with(b"HTTP/")
-        && version[5].is_ascii_digit()
-        && version[6] == b'.'
-        && version[7].is_ascii_digit();
+    let mut parts = line.split(|&b| b == b' ');
+    let well_formed = match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(method), Some(target), Some(version), None) => {
+            !method.is_empty()
+                && !target.is_empty()
+                && version.len() == 8
+                && version.starts_with(b"HTTP/")
+                && version[5].is_ascii_digit()
+                && version[6] == b'.'
+                && version[7].is_ascii_digit()
+                && version != b"HTTP/1.0"
+                && version != b"HTTP/1.1"
+        }
+        _ => false,
+    };
     Reject(if well_formed {
         Status::VersionNotSupported
     } else {
@@ -289,8 +301,55 @@ fn origin_form(target: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
         Some(at) => &authority[at + 1..],
         None => authority,
     };
+    if !is_host(host) {
+        return None;
+    }
     Some((path, (!host.is_empty()).then_some(host)))
 }
+
+/// Whether `v` is a host RFC 9112 section 3.2 lets a request name (its
+/// `Host`, or an absolute-form target's authority): empty, or RFC 3986's
+/// `host [":" port]`, a bracketed IP literal or a name. Anything else gets
+/// 400 there, and never reaches a script, a backend or a redirect.
+fn is_host(v: &[u8]) -> bool {
+    let (name_ok, rest) = match v.strip_prefix(b"[") {
+        Some(inner) => match inner.iter().position(|&b| b == b']') {
+            Some(end) => (
+                end > 0 && inner[..end].iter().all(|&b| b == b':' || NAME[b as usize]),
+                &inner[end + 1..],
+            ),
+            None => return false,
+        },
+        None => {
+            let end = v.iter().position(|&b| b == b':').unwrap_or(v.len());
+            (v[..end].iter().all(|&b| NAME[b as usize]), &v[end..])
+        }
+    };
+    name_ok
+        && match rest.split_first() {
+            None => true,
+            Some((&b':', port)) => port.iter().all(u8::is_ascii_digit),
+            Some(_) => false,
+        }
+}
+
+/// The bytes of RFC 3986's `reg-name` (unreserved, `%` and sub-delims),
+/// which also spell IPv4 addresses and, with `:`, IP literals.
+const NAME: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric()
+            || matches!(c, b'-' | b'.' | b'_' | b'~' | b'%')
+            || matches!(
+                c,
+                b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+            );
+        b += 1;
+    }
+    t
+};
 
 struct Framing {
     body: BodyKind,
@@ -323,6 +382,7 @@ impl Framing {
                 Field::ContentLength | Field::TransferEncoding | Field::Host if repeated => {
                     return Err(bad);
                 }
+                Field::Host if !is_host(value) => return Err(bad),
                 Field::ContentLength => content_length = Some(parse_length(value).ok_or(bad)?),
                 Field::TransferEncoding => chunked = transfer_coding(value)?,
                 Field::Connection => {
@@ -511,6 +571,42 @@ mod tests {
     }
 
     #[test]
+    fn a_host_must_be_one_rfc_3986_allows() {
+        for host in [
+            "",
+            "dev.local",
+            "dev.local:8080",
+            "dev.local:",
+            "192.168.1.1:80",
+            "[::1]",
+            "[fe80::1%25eth0]:443",
+            "[v1.x]",
+            "a_b~c!$&'()*+,;=%41",
+        ] {
+            let raw = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
+            assert!(outcome(&raw).unwrap().is_some(), "Host: {host}");
+            let raw = format!("GET http://{host}/ HTTP/1.1\r\nHost: a\r\n\r\n");
+            assert!(outcome(&raw).unwrap().is_some(), "authority {host}");
+        }
+        for host in [
+            "a b", "a/b", "a\\b", "a\"b", "<a>", "a@b", "a:8o", "a:80:81", "[::1", "[]", "[::1]x",
+            "[::1]:x", "[a]b]", "a{b}", "a|b", "é",
+        ] {
+            let raw = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
+            assert_eq!(outcome(&raw), Err(Status::BadRequest), "Host: {host}");
+        }
+        for target in [
+            "http://a:8o/",
+            "http://[::1/",
+            "http://a]b/",
+            "http://u@a:80:81/",
+        ] {
+            let raw = format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n");
+            assert_eq!(outcome(&raw), Err(Status::BadRequest), "{target}");
+        }
+    }
+
+    #[test]
     fn framing_table() {
         use Status::{BadRequest, NotImplemented, VersionNotSupported};
         let rows: &[(&str, Result<BodyKind, Status>)] = &[
@@ -601,6 +697,12 @@ mod tests {
             ),
             ("GET / FOO/1.1\r\nHost: x\r\n\r\n", Err(BadRequest)),
             ("GET /\r\n\r\n", Err(BadRequest)),
+            // A space in the target, or two between the parts: a bad
+            // request line, whatever version ends it.
+            ("GET /a?b c HTTP/1.1\r\nHost: x\r\n\r\n", Err(BadRequest)),
+            ("GET /a b HTTP/2.0\r\nHost: x\r\n\r\n", Err(BadRequest)),
+            ("GET /  HTTP/1.1\r\nHost: x\r\n\r\n", Err(BadRequest)),
+            ("GET /  HTTP/1.2\r\nHost: x\r\n\r\n", Err(BadRequest)),
         ];
         for (raw, want) in rows {
             let got = outcome(raw).map(|r| r.unwrap().1);
