@@ -101,6 +101,9 @@ fn directories_redirect_to_the_slash_form_and_serve_their_index() {
     assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
     let r = s.get("/", &[]);
     assert!(r.text().contains("hello"));
+    // A file is no directory: `/sub/index.html/` names nothing.
+    assert_eq!(s.get("/sub/index.html", &[]).status, 200);
+    assert_eq!(s.get("/sub/index.html/", &[]).status, 404);
     // curl follows the redirect to the index.
     let (code, _, body) = curl(&["-L", &s.url("/sub")]);
     assert_eq!((code, body.as_slice()), (200, &b"sub index"[..]));

@@ -89,6 +89,9 @@ impl Root {
         };
         let rel = if path.is_root() { "." } else { path.as_str() };
         match self.open_regular(dir, rel) {
+            // `page.html/` names no file, as open(2) says (ENOTDIR): served,
+            // the page's relative links would resolve under it.
+            Ok(Found::File(_)) if path.trailing_slash => return Lookup::Missing(Status::NotFound),
             Ok(Found::File(c)) => return Lookup::File(c),
             Ok(Found::Dir) => {}
             Ok(Found::Other) => return Lookup::Missing(Status::NotFound),
