@@ -312,25 +312,31 @@ fn origin_form(target: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
 /// `host [":" port]`, a bracketed IP literal or a name. Anything else gets
 /// 400 there, and never reaches a script, a backend or a redirect.
 fn is_host(v: &[u8]) -> bool {
-    let (name_ok, rest) = match v.strip_prefix(b"[") {
-        Some(inner) => match inner.iter().position(|&b| b == b']') {
-            Some(end) => (
-                end > 0 && inner[..end].iter().all(|&b| b == b':' || NAME[b as usize]),
-                &inner[end + 1..],
-            ),
-            None => return false,
-        },
+    let rest = match v.strip_prefix(b"[") {
+        Some(inner) => {
+            let Some(end) = inner.iter().position(|&b| b == b']') else {
+                return false;
+            };
+            if end == 0
+                || !inner[..end]
+                    .iter()
+                    .all(|&b| b == b':' || NAME[usize::from(b)])
+            {
+                return false;
+            }
+            &inner[end + 1..]
+        }
+        // A name or an IPv4 address: up to the first byte no name has.
         None => {
-            let end = v.iter().position(|&b| b == b':').unwrap_or(v.len());
-            (v[..end].iter().all(|&b| NAME[b as usize]), &v[end..])
+            let end = v.iter().position(|&b| !NAME[usize::from(b)]);
+            &v[end.unwrap_or(v.len())..]
         }
     };
-    name_ok
-        && match rest.split_first() {
-            None => true,
-            Some((&b':', port)) => port.iter().all(u8::is_ascii_digit),
-            Some(_) => false,
-        }
+    match rest {
+        [] => true,
+        [b':', port @ ..] => port.iter().all(u8::is_ascii_digit),
+        _ => false,
+    }
 }
 
 /// The bytes of RFC 3986's `reg-name` (unreserved, `%` and sub-delims),
