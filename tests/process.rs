@@ -62,6 +62,15 @@ fn a_bad_config_names_file_line_and_problem_and_binds_nothing() {
         "{err}"
     );
 
+    // A header rule may not write what the server writes from the answer.
+    let conf = dir.write("h.conf", "root /tmp\nheader *.bin Content-Length: 5\n");
+    let (code, _, err) = run(&["--config", conf.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("h.conf:2: header: `Content-Length` is the server's to write"),
+        "{err}"
+    );
+
     let (code, _, err) = run(&["--config", "/nonexistent/marmoset.conf"]);
     assert_eq!(code, 2);
     assert!(

@@ -196,14 +196,14 @@ impl Rules {
         let (pattern, rest) =
             split2(value).ok_or("expected PATTERN Name: value, or PATTERN -Name")?;
         let action = if let Some(name) = rest.strip_prefix('-') {
-            HeaderAction::Remove(header_name(name)?)
+            HeaderAction::Remove(rule_name(name)?)
         } else {
             let (name, v) = rest.split_once(':').ok_or("expected `Name: value`")?;
             let v = v.trim();
             if v.is_empty() || v.bytes().any(|b| b.is_ascii_control()) {
                 return Err("a header value must be non-empty, without control characters".into());
             }
-            HeaderAction::Set(RuleLine::new(&header_name(name)?, v))
+            HeaderAction::Set(RuleLine::new(&rule_name(name)?, v))
         };
         if self.headers.len() >= DEFAULT_HEADERS.len() + MAX_HEADER_RULES {
             return Err(format!("at most {MAX_HEADER_RULES} header rules"));
@@ -348,6 +348,40 @@ fn split2(value: &str) -> Option<(&str, &str)> {
     let (a, b) = value.split_once(|c: char| c.is_ascii_whitespace())?;
     let b = b.trim();
     (!b.is_empty()).then_some((a, b))
+}
+
+/// A header name a rule may set or remove: not one the server writes from
+/// the answer itself, which a rule's line would contradict (a second
+/// Content-Length breaks the framing, a second Content-Type or ETag leaves
+/// the browser to pick one).
+fn rule_name(name: &str) -> Result<String, String> {
+    const OWN: [(&str, &str); 18] = [
+        ("Content-Length", "the framing"),
+        ("Transfer-Encoding", "the framing"),
+        ("Trailer", "the framing"),
+        ("Connection", "the connection"),
+        ("Keep-Alive", "the connection"),
+        ("Upgrade", "the connection"),
+        ("Date", "its clock"),
+        ("Server", "`server-name`"),
+        ("Content-Type", "the file name's extension"),
+        ("Content-Encoding", "the variant sent"),
+        ("ETag", "the file"),
+        ("Last-Modified", "the file"),
+        ("Accept-Ranges", "the file"),
+        ("Content-Range", "the range sent"),
+        ("Location", "the status"),
+        ("Allow", "the status"),
+        ("WWW-Authenticate", "the status"),
+        ("Retry-After", "the status"),
+    ];
+    let name = header_name(name)?;
+    match OWN.iter().find(|(own, _)| own.eq_ignore_ascii_case(&name)) {
+        Some((own, from)) => Err(format!(
+            "`{own}` is the server's to write (from {from}); a rule cannot set or remove it"
+        )),
+        None => Ok(name),
+    }
 }
 
 fn header_name(name: &str) -> Result<String, String> {
@@ -554,6 +588,26 @@ mod tests {
         assert_eq!(r.headers.len(), 5);
         assert!(r.apply("header", "* Bad Name: x").is_err());
         assert!(r.apply("header", "* X-A:").is_err());
+        // What the server writes from the answer itself is not a rule's.
+        for rule in [
+            "* Content-Length: 5",
+            "* transfer-encoding: chunked",
+            "* Connection: close",
+            "*.mp4 Content-Type: video/mp4",
+            "* -Content-Type",
+            "* -ETag",
+            "* Server: x",
+            "* Date: x",
+            "*.gz -Content-Encoding",
+        ] {
+            let e = r.apply("header", rule).unwrap_err();
+            assert!(e.contains("is the server's to write"), "{rule}: {e}");
+        }
+        assert_eq!(
+            r.apply("header", "* content-length: 5").unwrap_err(),
+            "`Content-Length` is the server's to write (from the framing); a rule cannot set or remove it"
+        );
+        assert_eq!(r.headers.len(), 5);
     }
 
     #[test]
