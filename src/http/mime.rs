@@ -29,6 +29,10 @@ const TABLE: &[(&str, &str)] = &[
     ("gz", "application/gzip"),
     ("br", "application/octet-stream"),
     ("tar", "application/x-tar"),
+    ("zip", "application/zip"),
+    ("mp4", "video/mp4"),
+    ("webm", "video/webm"),
+    ("mp3", "audio/mpeg"),
     ("bin", "application/octet-stream"),
 ];
 
@@ -58,7 +62,27 @@ mod tests {
         );
         assert_eq!(for_name("a/b.woff2"), "font/woff2");
         assert_eq!(for_name("site.webmanifest"), "application/manifest+json");
+        assert_eq!(for_name("intro.mp4"), "video/mp4");
         assert_eq!(for_name("README"), "application/octet-stream");
         assert_eq!(for_name("x.unknown"), "application/octet-stream");
+    }
+
+    /// CONFIGURATION.md lists the extensions with a type of their own.
+    #[test]
+    fn the_documented_list_is_the_table() {
+        let doc = include_str!("../../CONFIGURATION.md");
+        let start = doc.find("A file's `Content-Type` comes from").unwrap();
+        let paragraph = &doc[start..start + doc[start..].find("\n\n").unwrap()];
+        // The words in backticks after `Content-Type`, but for the types.
+        let mut listed: Vec<&str> = (paragraph.split('`').skip(3).step_by(2))
+            .filter(|w| !w.contains('/') && !w.contains('='))
+            .collect();
+        let mut own: Vec<&str> = (super::TABLE.iter())
+            .filter(|(_, t)| *t != super::DEFAULT)
+            .map(|(e, _)| *e)
+            .collect();
+        listed.sort_unstable();
+        own.sort_unstable();
+        assert_eq!(listed, own);
     }
 }
