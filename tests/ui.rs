@@ -290,6 +290,10 @@ fn a_gzip_only_tree_serves_both_kinds_of_client_over(t: Transport) {
     );
     let (code, _, body) = s.curl(&[&s.url("/big.txt")]);
     assert_eq!((code, body), (200, big.into_bytes()), "over {t:?}");
+    // A file is no directory, compressed or not.
+    for enc in ["Accept-Encoding: gzip", "Accept-Encoding: identity"] {
+        assert_eq!(s.get("/data.json/", &[enc]).status, 404, "{enc} over {t:?}");
+    }
 }
 
 #[test]

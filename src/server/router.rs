@@ -297,9 +297,14 @@ fn static_file(site: &Site, req: &Request<'_>, path: &CleanPath, query: Option<&
             }
             error(site, Status::NotFound, path.as_str())
         }
-        Lookup::Missing(Status::NotFound) => gz_only(site, req, path.as_str(), enc)
-            .or_else(|| spa_fallback(site, req, path, enc))
-            .unwrap_or_else(|| error(site, Status::NotFound, path.as_str())),
+        Lookup::Missing(Status::NotFound) => {
+            // `x.js/` names no file, compressed or not (see `Root::lookup`).
+            let gz = (!path.trailing_slash)
+                .then(|| gz_only(site, req, path.as_str(), enc))
+                .flatten();
+            gz.or_else(|| spa_fallback(site, req, path, enc))
+                .unwrap_or_else(|| error(site, Status::NotFound, path.as_str()))
+        }
         Lookup::Missing(status) => error(site, status, path.as_str()),
     }
 }
